@@ -1,0 +1,99 @@
+"""Who may do what to which org. Pure: decided from the program file alone.
+
+Access depends on the user, never on the channel; the channel only picks a default org.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from bot.config import ProgramConfig
+
+
+class Role(StrEnum):
+    ADMIN = "admin"
+    OPERATOR = "operator"
+    VIEWER = "viewer"
+
+
+class Action(StrEnum):
+    """What a command needs; each maps to the least role that may do it."""
+
+    VIEW = "view"  # list, status, nodes, templates, throughput, track show
+    OPERATE = "operate"  # launch, scale, replace, reboot, delete, track writes
+    ADMINISTER = "administer"  # digest send, program-wide views
+
+
+_LEAST_ROLE = {Action.VIEW: Role.VIEWER, Action.OPERATE: Role.OPERATOR, Action.ADMINISTER: Role.ADMIN}
+_RANK = {Role.VIEWER: 1, Role.OPERATOR: 2, Role.ADMIN: 3}
+
+NOT_A_MEMBER = (
+    "You are not a member of any organization in this program, so Pitcrew cannot show you anything. "
+    "Ask a program admin to add your Slack user ID to the program file."
+)
+
+
+@dataclass(frozen=True)
+class Decision:
+    allowed: bool
+    reason: str = ""
+
+
+class AccessPolicy:
+    """Answers every access question the handlers ask; keyword-only so call sites read clearly."""
+
+    def __init__(self, *, program: ProgramConfig) -> None:
+        self._program = program
+        self._admins = frozenset(program.admins)
+
+    def is_admin(self, user_id: str) -> bool:
+        return user_id in self._admins
+
+    def role(self, *, user_id: str, org_id: str) -> Role | None:
+        if self.is_admin(user_id):
+            return Role.ADMIN
+        org = self._program.org(org_id)
+        if org is None or user_id not in org.members:
+            return None
+        return Role(org.members[user_id])
+
+    def is_known(self, user_id: str) -> bool:
+        return self.is_admin(user_id) or bool(self.member_orgs(user_id))
+
+    def member_orgs(self, user_id: str) -> list[str]:
+        """Orgs the user belongs to as operator or viewer, in program-file order."""
+        return [org.id for org in self._program.orgs if user_id in org.members]
+
+    def visible_orgs(self, user_id: str) -> list[str]:
+        if self.is_admin(user_id):
+            return [org.id for org in self._program.orgs]
+        return self.member_orgs(user_id)
+
+    def decide(self, *, user_id: str, action: Action, org_id: str | None = None) -> Decision:
+        if not self.is_known(user_id):
+            return Decision(False, NOT_A_MEMBER)
+        if action is Action.ADMINISTER or org_id is None:
+            if self.is_admin(user_id):
+                return Decision(True)
+            return Decision(False, "Only program admins may do this.")
+        role = self.role(user_id=user_id, org_id=org_id)
+        if role is None:
+            # Same words whether the org exists or not: refusals reveal nothing.
+            return Decision(False, f"You have no access to org `{org_id}`.")
+        if _RANK[role] >= _RANK[_LEAST_ROLE[action]]:
+            return Decision(True)
+        return Decision(False, f"Your role in `{org_id}` is {role.value}; this needs {_LEAST_ROLE[action].value}.")
+
+    def may(self, *, user_id: str, action: Action, org_id: str | None = None) -> bool:
+        return self.decide(user_id=user_id, action=action, org_id=org_id).allowed
+
+    def default_orgs(self, *, user_id: str, channel_id: str) -> list[str]:
+        """Orgs `/cluster list` with no argument shows (DESIGN.md, Which org)."""
+        channel_org = self._program.org_by_channel(channel_id)
+        if channel_org and self.may(user_id=user_id, action=Action.VIEW, org_id=channel_org.id):
+            return [channel_org.id]
+        own = self.member_orgs(user_id)
+        if own:
+            return own[:1]
+        return self.visible_orgs(user_id)  # an admin outside any org channel: all orgs

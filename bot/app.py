@@ -1,0 +1,137 @@
+"""build_app(...): the Bolt AsyncApp and the Starlette ASGI app around it. No import-time side effects."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
+from slack_sdk.web.async_client import AsyncWebClient
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from bot.access import AccessPolicy
+from bot.clusters.accounts import AwsAccounts
+from bot.clusters.fleet import Fleet
+from bot.config import ProgramConfig, Settings
+from bot.services import Services
+from bot.slack.poster import Poster
+from handlers import register_listeners
+from storage.db import Database
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Pitcrew:
+    """One running bot: the Bolt app, its services, and the ASGI app that serves both."""
+
+    bolt: AsyncApp
+    services: Services
+    asgi: Starlette
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+def build_slack_client(settings: Settings) -> AsyncWebClient:
+    client = AsyncWebClient(token=settings.slack_bot_token or None, base_url=settings.slack_api_url)
+    # Bolt copies base_url and retry handlers into every per-request client, so configure them once here.
+    client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=2))
+    return client
+
+
+def build_services(
+    *, settings: Settings, program: ProgramConfig, client: AsyncWebClient, accounts: AwsAccounts | None = None
+) -> Services:
+    return Services(
+        settings=settings,
+        program=program,
+        access=AccessPolicy(program=program),
+        fleet=Fleet(
+            program=program,
+            accounts=accounts or AwsAccounts(),
+            concurrency=settings.pitcrew_org_concurrency,
+            timeout=settings.pitcrew_org_timeout,
+        ),
+        db=Database(url=settings.database_url),
+        poster=Poster(client=client),
+    )
+
+
+def build_app(
+    *,
+    settings: Settings,
+    program: ProgramConfig,
+    services: Services | None = None,
+    extra_routes: list[BaseRoute] | None = None,
+    on_ready: Callable[[], Awaitable[None]] | None = None,
+) -> Pitcrew:
+    """The HTTP-mode app. Socket Mode reuses `bolt` and `services` without the ASGI part."""
+    client = build_slack_client(settings)
+    services = services or build_services(settings=settings, program=program, client=client)
+    bolt = AsyncApp(
+        client=client,
+        signing_secret=settings.slack_signing_secret,
+    )
+
+    async def inject_services(context: dict[str, Any], next: Callable[[], Awaitable[None]]) -> None:
+        context["services"] = services
+        await next()
+
+    bolt.middleware(inject_services)
+    register_listeners(bolt)
+    handler = AsyncSlackRequestHandler(bolt)
+
+    pitcrew: Pitcrew
+
+    async def slack_events(request: Request) -> Response:
+        return await handler.handle(request)
+
+    async def healthz(_: Request) -> Response:
+        if pitcrew.ready.is_set():
+            return JSONResponse({"status": "ok", "program": program.name, "orgs": len(program.orgs)})
+        return JSONResponse({"status": "starting"}, status_code=503)
+
+    @asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        await start(services)
+        if on_ready:
+            await on_ready()
+        pitcrew.ready.set()
+        try:
+            yield
+        finally:
+            await stop(services)
+
+    routes: list[BaseRoute] = [
+        Route("/slack/events", slack_events, methods=["POST"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        *(extra_routes or []),
+    ]
+    pitcrew = Pitcrew(bolt=bolt, services=services, asgi=Starlette(routes=routes, lifespan=lifespan))
+    return pitcrew
+
+
+async def start(services: Services) -> None:
+    """Apply migrations and sync orgs from the program file; shared by serve, socket and demo."""
+    await services.db.upgrade()
+    await services.sync_orgs()
+    log.info(
+        "ready: %s, %d orgs, database %s",
+        services.program.name,
+        len(services.program.orgs),
+        services.db.engine.url.render_as_string(hide_password=True),
+    )
+
+
+async def stop(services: Services) -> None:
+    await services.drain()
+    services.fleet.close()
+    await services.db.dispose()

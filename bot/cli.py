@@ -1,0 +1,112 @@
+"""The `pitcrew` command (also `python -m bot`)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from pathlib import Path
+
+from bot.config import ProgramConfig, ProgramFileError, Settings, load_program, summary
+
+
+def _program(settings: Settings, path: str | None = None) -> ProgramConfig:
+    source = Path(path) if path else settings.pitcrew_config
+    try:
+        return load_program(source)
+    except ProgramFileError as error:
+        print(f"{error.source}: {len(error.problems)} problem(s)", file=sys.stderr)
+        for problem in error.problems:
+            print(f"  {problem}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+def check_config(settings: Settings, path: str | None) -> int:
+    program = _program(settings, path)
+    print(f"OK: {summary(program)}")
+    return 0
+
+
+def serve(settings: Settings, host: str, port: int) -> int:
+    import uvicorn
+
+    from bot.app import build_app
+
+    pitcrew = build_app(settings=settings, program=_program(settings))
+    uvicorn.run(pitcrew.asgi, host=host, port=port, log_level="info")
+    return 0
+
+
+async def _socket(settings: Settings) -> None:
+    from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
+    from bot.app import build_app, start, stop
+
+    pitcrew = build_app(settings=settings, program=_program(settings))
+    await start(pitcrew.services)
+    try:
+        await AsyncSocketModeHandler(pitcrew.bolt, settings.slack_app_token).start_async()
+    finally:
+        await stop(pitcrew.services)
+
+
+def socket(settings: Settings) -> int:
+    if not settings.slack_app_token.startswith("xapp-"):
+        print("Socket Mode needs SLACK_APP_TOKEN (an app-level token starting with xapp-).", file=sys.stderr)
+        return 1
+    asyncio.run(_socket(settings))
+    return 0
+
+
+def db_upgrade(settings: Settings) -> int:
+    from storage.db import upgrade
+
+    upgrade(settings.database_url)
+    print(f"Database at head: {settings.database_url.split('@')[-1]}")
+    return 0
+
+
+def demo(host: str, port: int, open_browser: bool) -> int:
+    from bot.sandbox.demo import run_demo
+
+    run_demo(host=host, port=port, open_browser=open_browser)
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="pitcrew", description="Slack chat-ops for a multi-org training program.")
+    sub = top.add_subparsers(dest="command", required=True)
+    serve_cmd = sub.add_parser("serve", help="HTTP mode: POST /slack/events, GET /healthz")
+    serve_cmd.add_argument("--host", default="127.0.0.1")
+    serve_cmd.add_argument("--port", type=int, default=3000)
+    sub.add_parser("socket", help="Socket Mode (needs SLACK_APP_TOKEN)")
+    demo_cmd = sub.add_parser("demo", help="the sandbox: embedded AWS, seeded program, local Slack at the given port")
+    demo_cmd.add_argument("--host", default="127.0.0.1")
+    demo_cmd.add_argument("--port", type=int, default=3000)
+    demo_cmd.add_argument("--open", action="store_true", help="open the console in a browser")
+    check = sub.add_parser("check-config", help="validate a program file")
+    check.add_argument("file", nargs="?", help="default: $PITCREW_CONFIG or ./program.yml")
+    db = sub.add_parser("db", help="database maintenance")
+    db_sub = db.add_subparsers(dest="db_command", required=True)
+    db_sub.add_parser("upgrade", help="apply migrations")
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.command == "demo":
+        return demo(args.host, args.port, args.open)
+    settings = Settings()
+    if args.command == "check-config":
+        return check_config(settings, args.file)
+    if args.command == "serve":
+        return serve(settings, args.host, args.port)
+    if args.command == "socket":
+        return socket(settings)
+    return db_upgrade(settings)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,107 @@
+"""Per-org AWS sessions: STS assume_role with the org's external id, cached until shortly before expiry.
+
+An org without a role_arn uses Pitcrew's own credentials (the standard chain; AWS_ENDPOINT_URL is
+honoured by botocore itself). Clients are cached with their credentials because building a boto3
+client costs tens of milliseconds.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from bot.config import OrgConfig
+
+REFRESH_BEFORE_EXPIRY = 300.0  # seconds; re-assume a role this long before its credentials expire
+SESSION_SECONDS = 3600
+
+CLIENT_CONFIG = Config(
+    retries={"mode": "standard", "max_attempts": 3},
+    connect_timeout=5,
+    read_timeout=20,
+    max_pool_connections=20,
+)
+
+
+@dataclass
+class _OrgSession:
+    session: boto3.Session
+    expires_at: float  # epoch seconds; inf for the base credentials
+    clients: dict[str, Any] = field(default_factory=dict)
+
+
+class AwsAccounts:
+    """Hands out boto3 clients per org; thread-safe, since backends run in worker threads."""
+
+    def __init__(
+        self,
+        *,
+        base_session: boto3.Session | None = None,
+        clock: Callable[[], float] = time.time,
+        session_name: str = "pitcrew",
+    ) -> None:
+        self._base = base_session or boto3.Session()
+        self._clock = clock
+        self._session_name = session_name
+        self._sessions: dict[str, _OrgSession] = {}
+        self._lock = threading.Lock()
+        self._org_locks: dict[str, threading.Lock] = {}
+        self.assume_role_calls = 0  # read by tests and the sandbox status line
+
+    @property
+    def base_session(self) -> boto3.Session:
+        return self._base
+
+    def client(self, org: OrgConfig, service: str) -> Any:
+        """A boto3 client for `service` in the org's account and region."""
+        entry = self._session(org)
+        client = entry.clients.get(service)
+        if client is None:
+            client = entry.session.client(service, region_name=org.aws.region, config=CLIENT_CONFIG)
+            entry.clients[service] = client
+        return client
+
+    def credentials(self, org: OrgConfig) -> Any:
+        """Frozen credentials for signing non-boto3 requests (the ParallelCluster REST API)."""
+        credentials = self._session(org).session.get_credentials()
+        if credentials is None:
+            raise RuntimeError("no AWS credentials found (set AWS_ACCESS_KEY_ID or a profile)")
+        return credentials.get_frozen_credentials()
+
+    def _session(self, org: OrgConfig) -> _OrgSession:
+        with self._lock:
+            org_lock = self._org_locks.setdefault(org.id, threading.Lock())
+        with org_lock:  # one assume_role per org at a time, others wait and reuse it
+            entry = self._sessions.get(org.id)
+            if entry is None or entry.expires_at - self._clock() < REFRESH_BEFORE_EXPIRY:
+                entry = self._open(org)
+                self._sessions[org.id] = entry
+            return entry
+
+    def _open(self, org: OrgConfig) -> _OrgSession:
+        if not org.aws.role_arn:
+            return _OrgSession(session=self._base, expires_at=float("inf"))
+        sts = self._base.client("sts", region_name=org.aws.region, config=CLIENT_CONFIG)
+        request: dict[str, Any] = {
+            "RoleArn": org.aws.role_arn,
+            "RoleSessionName": f"{self._session_name}-{org.id}"[:64],
+            "DurationSeconds": SESSION_SECONDS,
+        }
+        if org.aws.external_id:
+            request["ExternalId"] = org.aws.external_id
+        answer = sts.assume_role(**request)
+        self.assume_role_calls += 1
+        creds = answer["Credentials"]
+        session = boto3.Session(
+            aws_access_key_id=creds["AccessKeyId"],
+            aws_secret_access_key=creds["SecretAccessKey"],
+            aws_session_token=creds["SessionToken"],
+            region_name=org.aws.region,
+        )
+        return _OrgSession(session=session, expires_at=creds["Expiration"].timestamp())

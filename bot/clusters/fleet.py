@@ -1,0 +1,179 @@
+"""Every org's clusters, queried concurrently with a bound. The one layer through which AWS is reached.
+
+boto3 is synchronous, so each org's work runs in a worker thread of a pool sized to the bound: the
+default asyncio executor has only cpu+4 threads, which on a 2-core machine would serialize a dozen orgs.
+One org's failure (AccessDenied, a timeout) becomes that org's error line, never a failed command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import httpx
+from botocore.exceptions import BotoCoreError, ClientError
+
+from bot.clusters.accounts import AwsAccounts
+from bot.clusters.hyperpod import HyperPodBackend
+from bot.clusters.model import Cluster, ClusterBackend, ClusterNotFound
+from bot.clusters.parallelcluster import (
+    ParallelClusterApiBackend,
+    ParallelClusterApiError,
+    ParallelClusterEc2Backend,
+)
+from bot.config import OrgConfig, ProgramConfig
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class OrgClusters:
+    org: str
+    clusters: list[Cluster] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # one short line per backend that could not be read
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """Where a cluster name was found among the orgs a user may see."""
+
+    found: list[Cluster]
+    errors: dict[str, str]  # org -> why it could not be searched
+
+
+def describe_error(error: BaseException) -> str:
+    """One line a person can act on; never a stack trace."""
+    if isinstance(error, ClientError):
+        info = error.response.get("Error", {})
+        code = info.get("Code", "Error")
+        if code in ("AccessDenied", "AccessDeniedException", "UnauthorizedOperation"):
+            return f"AWS refused access ({code}): check the org's role and its trust policy"
+        if code in ("ThrottlingException", "Throttling", "RequestLimitExceeded"):
+            return "AWS is throttling requests; try again in a minute"
+        return f"AWS error {code}: {info.get('Message', '')[:160]}"
+    if isinstance(error, TimeoutError | asyncio.TimeoutError):
+        return "timed out"
+    if isinstance(error, ParallelClusterApiError):
+        return str(error)[:200]
+    if isinstance(error, httpx.HTTPError):
+        return f"ParallelCluster API unreachable ({type(error).__name__})"
+    if isinstance(error, BotoCoreError):
+        return f"AWS unreachable ({type(error).__name__})"
+    return f"unexpected error ({type(error).__name__})"
+
+
+class Fleet:
+    def __init__(
+        self,
+        *,
+        program: ProgramConfig,
+        accounts: AwsAccounts,
+        concurrency: int = 16,
+        timeout: float = 20.0,
+        http: httpx.Client | None = None,
+    ) -> None:
+        self._program = program
+        self._accounts = accounts
+        self._timeout = timeout
+        self._limit = asyncio.Semaphore(concurrency)
+        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="aws")
+        self._http = http or httpx.Client(timeout=httpx.Timeout(15.0, connect=5.0))
+        shared = Counter((org.aws.account_id, org.aws.region) for org in program.orgs)
+        self._shared = {key for key, count in shared.items() if count > 1}
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._http.close()
+
+    def backends(self, org: OrgConfig) -> list[ClusterBackend]:
+        shared = (org.aws.account_id, org.aws.region) in self._shared
+        hyperpod = HyperPodBackend(
+            org_id=org.id, sagemaker=self._accounts.client(org, "sagemaker"), shared_account=shared
+        )
+        ec2 = self._accounts.client(org, "ec2")
+        pcluster: ClusterBackend
+        if org.aws.parallelcluster_api:
+            pcluster = ParallelClusterApiBackend(
+                org_id=org.id,
+                api_url=org.aws.parallelcluster_api,
+                region=org.aws.region,
+                credentials=lambda: self._accounts.credentials(org),
+                ec2=ec2,
+                http=self._http,
+                shared_account=shared,
+            )
+        else:
+            pcluster = ParallelClusterEc2Backend(org_id=org.id, ec2=ec2, shared_account=shared)
+        return [hyperpod, pcluster]
+
+    async def _in_thread(self, work: Callable[[], T]) -> T:
+        async with self._limit:
+            loop = asyncio.get_running_loop()
+            return await asyncio.wait_for(loop.run_in_executor(self._pool, work), self._timeout)
+
+    def _org(self, org_id: str) -> OrgConfig:
+        org = self._program.org(org_id)
+        if org is None:
+            raise KeyError(org_id)
+        return org
+
+    def _list_org(self, org: OrgConfig) -> OrgClusters:
+        clusters: list[Cluster] = []
+        errors: list[str] = []
+        try:
+            backends = self.backends(org)
+        except (ClientError, BotoCoreError) as error:  # assume_role failed: nothing of this org is reachable
+            return OrgClusters(org=org.id, errors=[describe_error(error)])
+        for backend in backends:
+            try:
+                clusters.extend(backend.list_clusters())
+            except Exception as error:  # one backend's failure must not hide the other's clusters
+                log.warning("listing %s clusters of %s failed: %r", backend.backend, org.id, error)
+                errors.append(f"{backend.backend.label}: {describe_error(error)}")
+        return OrgClusters(org=org.id, clusters=clusters, errors=errors)
+
+    async def list_orgs(self, org_ids: Sequence[str]) -> list[OrgClusters]:
+        """Each org's clusters, in the order given; slow or failing orgs become error lines."""
+
+        async def one(org_id: str) -> OrgClusters:
+            org = self._org(org_id)
+            try:
+                return await self._in_thread(lambda: self._list_org(org))
+            except Exception as error:
+                return OrgClusters(org=org_id, errors=[describe_error(error)])
+
+        return list(await asyncio.gather(*(one(org_id) for org_id in org_ids)))
+
+    def _find_in_org(self, org: OrgConfig, name: str) -> list[Cluster]:
+        found = []
+        for backend in self.backends(org):
+            try:
+                found.append(backend.get_cluster(name))
+            except ClusterNotFound:
+                continue
+        return found
+
+    async def find(self, name: str, org_ids: Sequence[str]) -> Lookup:
+        """Search the given orgs for a cluster by name, concurrently."""
+
+        async def one(org_id: str) -> tuple[str, list[Cluster] | BaseException]:
+            org = self._org(org_id)
+            try:
+                return org_id, await self._in_thread(lambda: self._find_in_org(org, name))
+            except Exception as error:
+                return org_id, error
+
+        found: list[Cluster] = []
+        errors: dict[str, str] = {}
+        for org_id, result in await asyncio.gather(*(one(org_id) for org_id in org_ids)):
+            if isinstance(result, BaseException):
+                errors[org_id] = describe_error(result)
+            else:
+                found.extend(result)
+        return Lookup(found=found, errors=errors)

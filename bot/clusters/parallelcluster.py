@@ -1,0 +1,265 @@
+"""AWS ParallelCluster clusters of one org.
+
+Two ways in: the ParallelCluster REST API (API Gateway, SigV4-signed with botocore, sent with httpx),
+or, for an org that runs no API, EC2 instances tagged `parallelcluster:cluster-name`. Both take node
+health from EC2 status checks, which the API does not report.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import httpx
+import yaml
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+
+from bot.clusters.model import (
+    Backend,
+    Cluster,
+    ClusterNotFound,
+    InstanceGroup,
+    Node,
+    pcluster_node_health,
+)
+
+NAME_TAG = "parallelcluster:cluster-name"
+NODE_TYPE_TAG = "parallelcluster:node-type"
+QUEUE_TAG = "parallelcluster:queue-name"
+ORG_TAG = "pitcrew:org"
+STATUS_BATCH = 100  # describe_instance_status takes at most 100 ids per call
+EC2_NOTE = "Seen through EC2 tags: this org has no ParallelCluster API, so status and targets are estimates."
+
+
+class ParallelClusterApiError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"ParallelCluster API answered {status}: {message}")
+        self.status = status
+
+
+def _group_name(node_type: str, queue: str | None) -> str:
+    return queue or node_type
+
+
+def _impaired(ec2: Any, instance_ids: list[str]) -> set[str]:
+    """Ids whose instance or system status check is impaired."""
+    impaired: set[str] = set()
+    for start in range(0, len(instance_ids), STATUS_BATCH):
+        batch = instance_ids[start : start + STATUS_BATCH]
+        paginator = ec2.get_paginator("describe_instance_status")
+        for page in paginator.paginate(InstanceIds=batch, IncludeAllInstances=True):
+            for status in page["InstanceStatuses"]:
+                checks = (status.get("InstanceStatus", {}), status.get("SystemStatus", {}))
+                if any(check.get("Status") == "impaired" for check in checks):
+                    impaired.add(status["InstanceId"])
+    return impaired
+
+
+def _groups_from_nodes(nodes: Iterable[Node], targets: dict[tuple[str, str], int]) -> tuple[InstanceGroup, ...]:
+    counted = Counter((node.group, node.instance_type) for node in nodes if node.status != "terminated")
+    keys = sorted(set(counted) | set(targets))
+    return tuple(
+        InstanceGroup(
+            name=group, instance_type=itype, current=counted.get((group, itype), 0), target=targets.get((group, itype))
+        )
+        for group, itype in keys
+    )
+
+
+class ParallelClusterApiBackend:
+    """Through the org's ParallelCluster API; EC2 only for status checks."""
+
+    backend = Backend.PCLUSTER
+
+    def __init__(
+        self,
+        *,
+        org_id: str,
+        api_url: str,
+        region: str,
+        credentials: Callable[[], Any],
+        ec2: Any,
+        http: httpx.Client,
+        shared_account: bool = False,
+    ) -> None:
+        self._org = org_id
+        self._api = api_url.rstrip("/")
+        self._region = region
+        self._credentials = credentials
+        self._ec2 = ec2
+        self._http = http
+        self._check_tag = shared_account
+
+    def _get(self, path: str, params: dict[str, str] | None = None) -> Any:
+        query = {"region": self._region, **(params or {})}
+        url = f"{self._api}{path}?{urlencode(sorted(query.items()))}"
+        request = AWSRequest(method="GET", url=url, headers={"Accept": "application/json"})
+        SigV4Auth(self._credentials(), "execute-api", self._region).add_auth(request)
+        response = self._http.get(url, headers=dict(request.headers.items()))
+        if response.status_code == 404:
+            raise ClusterNotFound(path)
+        if response.status_code >= 400:
+            try:
+                message = response.json().get("message", response.text)
+            except ValueError:
+                message = response.text[:200]
+            raise ParallelClusterApiError(response.status_code, message)
+        return response.json()
+
+    def _paged(self, path: str, key: str, params: dict[str, str] | None = None) -> Iterator[dict[str, Any]]:
+        token: str | None = None
+        while True:
+            page = self._get(path, {**(params or {}), **({"nextToken": token} if token else {})})
+            yield from page.get(key, [])
+            token = page.get("nextToken")
+            if not token:
+                return
+
+    def list_clusters(self) -> list[Cluster]:
+        clusters = []
+        for summary in self._paged("/v3/clusters", "clusters"):
+            try:
+                cluster = self.get_cluster(summary["clusterName"])
+            except ClusterNotFound:
+                continue
+            clusters.append(cluster)
+        return sorted(clusters, key=lambda cluster: cluster.name)
+
+    def get_cluster(self, name: str) -> Cluster:
+        described = self._get(f"/v3/clusters/{quote(name, safe='')}")
+        tags = {tag["key"]: tag["value"] for tag in described.get("tags", [])}
+        if self._check_tag and tags.get(ORG_TAG) != self._org:
+            raise ClusterNotFound(name)
+        instances = list(self._paged(f"/v3/clusters/{quote(name, safe='')}/instances", "instances"))
+        impaired = _impaired(self._ec2, [item["instanceId"] for item in instances]) if instances else set()
+        nodes = tuple(
+            Node(
+                node_id=item["instanceId"],
+                group=_group_name(item["nodeType"], item.get("queueName")),
+                instance_type=item["instanceType"],
+                status="impaired" if item["instanceId"] in impaired else item["state"],
+                health=pcluster_node_health(
+                    state=item["state"], node_type=item["nodeType"], impaired=item["instanceId"] in impaired
+                ),
+                launch_time=_parse_time(item.get("launchTime")),
+            )
+            for item in instances
+        )
+        failures = "; ".join(
+            f"{failure.get('failureCode', '')}: {failure.get('failureReason', '')}".strip(": ")
+            for failure in described.get("failures", [])
+        )
+        extra = {"compute_fleet": described.get("computeFleetStatus", ""), "version": described.get("version", "")}
+        return Cluster(
+            org=self._org,
+            name=described["clusterName"],
+            backend=Backend.PCLUSTER,
+            status=described["clusterStatus"],
+            groups=_groups_from_nodes(nodes, self._targets(described)),
+            created=_parse_time(described.get("creationTime")),
+            failure_message=failures,
+            nodes=nodes,
+            extra=extra,
+        )
+
+    def _targets(self, described: dict[str, Any]) -> dict[tuple[str, str], int]:
+        """Static node counts (MinCount) per queue and type, from the cluster's stored configuration."""
+        url = described.get("clusterConfiguration", {}).get("url")
+        if not url:
+            return {}
+        try:
+            response = self._http.get(url)  # a presigned S3 URL: no signing
+            response.raise_for_status()
+            config = yaml.safe_load(response.text) or {}
+        except (httpx.HTTPError, yaml.YAMLError):
+            return {}  # targets are a nicety; the node list is what matters
+        targets: dict[tuple[str, str], int] = defaultdict(int)
+        for queue in config.get("Scheduling", {}).get("SlurmQueues", []) or []:
+            for resource in queue.get("ComputeResources", []) or []:
+                itype = resource.get("InstanceType") or next(
+                    (entry.get("InstanceType") for entry in resource.get("Instances", []) or []), ""
+                )
+                targets[(queue.get("Name", ""), itype)] += int(resource.get("MinCount", 0) or 0)
+        return dict(targets)
+
+
+class ParallelClusterEc2Backend:
+    """For an org with no ParallelCluster API: clusters are the EC2 instances that carry its tags."""
+
+    backend = Backend.PCLUSTER
+
+    def __init__(self, *, org_id: str, ec2: Any, shared_account: bool = False) -> None:
+        self._org = org_id
+        self._ec2 = ec2
+        self._check_tag = shared_account
+
+    def _instances(self, name: str | None = None) -> dict[str, list[dict[str, Any]]]:
+        filters = [{"Name": f"tag:{NAME_TAG}", "Values": [name]} if name else {"Name": "tag-key", "Values": [NAME_TAG]}]
+        if self._check_tag:
+            filters.append({"Name": f"tag:{ORG_TAG}", "Values": [self._org]})
+        by_cluster: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for page in self._ec2.get_paginator("describe_instances").paginate(Filters=filters):
+            for reservation in page["Reservations"]:
+                for instance in reservation["Instances"]:
+                    tags = {tag["Key"]: tag["Value"] for tag in instance.get("Tags", [])}
+                    instance["_tags"] = tags
+                    by_cluster[tags[NAME_TAG]].append(instance)
+        return by_cluster
+
+    def list_clusters(self) -> list[Cluster]:
+        by_cluster = self._instances()
+        impaired = _impaired(self._ec2, [i["InstanceId"] for items in by_cluster.values() for i in items])
+        return [self._cluster(name, by_cluster[name], impaired) for name in sorted(by_cluster)]
+
+    def get_cluster(self, name: str) -> Cluster:
+        instances = self._instances(name).get(name)
+        if not instances:
+            raise ClusterNotFound(name)
+        return self._cluster(name, instances, _impaired(self._ec2, [i["InstanceId"] for i in instances]))
+
+    def _cluster(self, name: str, instances: list[dict[str, Any]], impaired: set[str]) -> Cluster:
+        nodes = []
+        for instance in instances:
+            tags = instance["_tags"]
+            node_type = tags.get(NODE_TYPE_TAG, "ComputeNode")
+            state = instance["State"]["Name"]
+            is_impaired = instance["InstanceId"] in impaired
+            nodes.append(
+                Node(
+                    node_id=instance["InstanceId"],
+                    group=_group_name(node_type, tags.get(QUEUE_TAG)),
+                    instance_type=instance["InstanceType"],
+                    status="impaired" if is_impaired else state,
+                    health=pcluster_node_health(state=state, node_type=node_type, impaired=is_impaired),
+                    launch_time=instance.get("LaunchTime"),
+                )
+            )
+        head = next((n for n in nodes if n.group == "HeadNode"), None)
+        # Without the API there is no CloudFormation status: the head node's state is the best sign of life.
+        status = "RUNNING" if head and head.status == "running" else (head.status.upper() if head else "UNKNOWN")
+        launched = [n.launch_time for n in nodes if n.launch_time]
+        return Cluster(
+            org=self._org,
+            name=name,
+            backend=Backend.PCLUSTER,
+            status=status,
+            groups=_groups_from_nodes(nodes, {}),
+            created=min(launched) if launched else None,
+            nodes=tuple(sorted(nodes, key=lambda n: (n.group, n.node_id))),
+            note=EC2_NOTE,
+        )
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None

@@ -1,0 +1,142 @@
+"""Parsing of `/cluster` command text into typed commands. Pure: no Slack, no AWS.
+
+Every bad input becomes a UsageError carrying one sentence on what was wrong and the usage line
+that shows how to do it right.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+from bot.access import Action
+
+MAX_TEXT = 1000  # a real /cluster command is a few dozen characters; longer text is a paste gone wrong
+CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,62}")  # HyperPod's and ParallelCluster's common ground
+ORG_ID = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?")
+
+USAGE = {
+    "help": "/cluster help",
+    "list": "/cluster list [ORG|all] [--public]",
+    "status": "/cluster status CLUSTER [--public]   (CLUSTER or ORG/CLUSTER)",
+    "nodes": "/cluster nodes CLUSTER [--failed] [--public]   (CLUSTER or ORG/CLUSTER)",
+}
+SUMMARY = {
+    "help": "what you may run",
+    "list": "clusters of an org (default: this channel's org), or `all`",
+    "status": "one cluster's groups, node health, creation time and failure message",
+    "nodes": "a cluster's nodes, unhealthy first; `--failed` keeps only unhealthy ones",
+}
+NEEDS = {"help": None, "list": Action.VIEW, "status": Action.VIEW, "nodes": Action.VIEW}
+PLANNED = ("templates", "launch", "scale", "replace", "reboot", "delete", "throughput", "audit")
+
+
+class UsageError(Exception):
+    def __init__(self, message: str, usage: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.usage = usage
+
+
+@dataclass(frozen=True)
+class ClusterRef:
+    name: str
+    org: str | None = None  # given as ORG/CLUSTER
+
+    def __str__(self) -> str:
+        return f"{self.org}/{self.name}" if self.org else self.name
+
+
+@dataclass(frozen=True)
+class Help:
+    pass
+
+
+@dataclass(frozen=True)
+class ListClusters:
+    target: str | None  # None: the default org(s); "all"; or an org id
+    public: bool = False
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    cluster: ClusterRef
+    public: bool = False
+
+
+@dataclass(frozen=True)
+class ClusterNodes:
+    cluster: ClusterRef
+    failed_only: bool = False
+    public: bool = False
+
+
+ClusterCommand = Help | ListClusters | ClusterStatus | ClusterNodes
+
+
+def _all_usage() -> str:
+    return "\n".join(USAGE[name] for name in ("list", "status", "nodes", "help"))
+
+
+def _shown(text: str, limit: int = 40) -> str:
+    """A user's word quoted back safely: short, no backticks to break out of code formatting."""
+    clean = text.replace("`", "'").replace("\n", " ")
+    return clean if len(clean) <= limit else clean[: limit - 1] + "…"
+
+
+def _cluster_ref(word: str, usage: str) -> ClusterRef:
+    org, _, name = word.rpartition("/")
+    if org and not ORG_ID.fullmatch(org):
+        raise UsageError(f"`{_shown(org)}` is not an org id (lowercase letters, digits and dashes).", usage)
+    if not CLUSTER_NAME.fullmatch(name):
+        raise UsageError(
+            f"`{_shown(word)}` is not a cluster name (letters, digits and dashes, up to 63 characters).", usage
+        )
+    return ClusterRef(name=name, org=org or None)
+
+
+def _split(text: str) -> list[str]:
+    if len(text) > MAX_TEXT:
+        raise UsageError(f"That command is {len(text):,} characters long; a /cluster command is short.", _all_usage())
+    try:
+        return shlex.split(text)
+    except ValueError:
+        raise UsageError("A quote in that command is not closed.", _all_usage()) from None
+
+
+def parse_cluster_command(text: str) -> ClusterCommand:
+    words = _split(text.strip())
+    if not words:
+        raise UsageError("Tell Pitcrew what to do, for example `/cluster list`.", _all_usage())
+    sub, args = words[0].lower(), words[1:]
+    if sub in PLANNED:
+        raise UsageError(f"`/cluster {sub}` is not available in this version yet.", _all_usage())
+    if sub not in USAGE:
+        raise UsageError(f"`{_shown(words[0])}` is not a /cluster subcommand.", _all_usage())
+    usage = USAGE[sub]
+    flags = {arg for arg in args if arg.startswith("--")}
+    positional = [arg for arg in args if not arg.startswith("--")]
+    allowed_flags = {"help": set(), "list": {"--public"}, "status": {"--public"}, "nodes": {"--public", "--failed"}}
+    unknown = sorted(flags - allowed_flags[sub])
+    if unknown:
+        raise UsageError(f"`{_shown(unknown[0])}` is not an option of `/cluster {sub}`.", usage)
+    public = "--public" in flags
+    if sub == "help":
+        if positional:
+            raise UsageError("`/cluster help` takes no arguments.", usage)
+        return Help()
+    if sub == "list":
+        if len(positional) > 1:
+            raise UsageError("`/cluster list` takes at most one org.", usage)
+        target = positional[0].lower() if positional else None
+        if target is not None and target != "all" and not ORG_ID.fullmatch(target):
+            raise UsageError(f"`{_shown(positional[0])}` is not an org id or `all`.", usage)
+        return ListClusters(target=target, public=public)
+    if len(positional) != 1:
+        what = "a cluster name" if not positional else "one cluster name"
+        raise UsageError(f"`/cluster {sub}` needs {what}.", usage)
+    ref = _cluster_ref(positional[0], usage)
+    if sub == "status":
+        return ClusterStatus(cluster=ref, public=public)
+    return ClusterNodes(cluster=ref, failed_only="--failed" in flags, public=public)

@@ -1,0 +1,113 @@
+"""What the handlers call: the domain objects of one running Pitcrew, built once and passed in."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from bot.access import AccessPolicy
+from bot.clusters.fleet import Fleet
+from bot.clusters.model import Cluster
+from bot.config import ProgramConfig, Settings
+from bot.slack.poster import Poster
+from storage import crud
+from storage.db import Database
+from storage.models import AuditEntry, ClusterSeen, Org, Outcome
+
+log = logging.getLogger(__name__)
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class Services:
+    settings: Settings
+    program: ProgramConfig
+    access: AccessPolicy
+    fleet: Fleet
+    db: Database
+    poster: Poster
+    clock: Callable[[], datetime] = utc_now
+    _background: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run bookkeeping after the reply; the task is held so it is not collected mid-flight."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def drain(self) -> None:
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+
+    @property
+    def tz(self) -> ZoneInfo:
+        return ZoneInfo(self.program.timezone)
+
+    @property
+    def org_names(self) -> dict[str, str]:
+        return {org.id: org.name for org in self.program.orgs}
+
+    async def sync_orgs(self) -> None:
+        now = self.clock()
+        rows = [
+            Org(
+                id=o.id, name=o.name, channel=o.channel, account_id=o.aws.account_id, region=o.aws.region, synced_at=now
+            )
+            for o in self.program.orgs
+        ]
+        async with self.db.session() as session:
+            await crud.sync_orgs(session, orgs=rows)
+
+    async def audit(
+        self,
+        *,
+        user_id: str,
+        channel_id: str,
+        command: str,
+        text: str,
+        outcome: Outcome,
+        org_id: str | None = None,
+        detail: str = "",
+    ) -> None:
+        entry = AuditEntry(
+            at=self.clock(),
+            user_id=user_id,
+            channel_id=channel_id,
+            org_id=org_id,
+            command=command,
+            text=text[:1000],
+            outcome=outcome.value,
+            detail=detail[:2000],
+        )
+        async with self.db.session() as session:
+            await crud.add_audit(session, entry=entry)
+
+    async def remember(self, clusters: Sequence[Cluster]) -> None:
+        """Store clusters as last seen; a failure here is logged, never shown to the caller."""
+        now = self.clock()
+        rows = [
+            ClusterSeen(
+                org_id=c.org,
+                backend=c.backend.value,
+                name=c.name,
+                status=c.status,
+                nodes_total=len(c.nodes),
+                nodes_healthy=c.healthy,
+                instances=dict(c.instances_by_type()),
+                last_seen_at=now,
+            )
+            for c in clusters
+        ]
+        try:
+            async with self.db.session() as session:
+                await crud.record_clusters_seen(session, rows=rows)
+        except Exception:
+            log.exception("could not record %d clusters as seen", len(rows))

@@ -1,0 +1,279 @@
+"""Block Kit builders: small functions, each returning a Reply with a plain-text fallback.
+
+Limits respected here (Slack's): 50 blocks per message, 3000 characters per section text,
+150 per header, 10 elements per context block.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from bot.clusters.fleet import OrgClusters
+from bot.clusters.model import Cluster, Health, Node
+from bot.commands import SUMMARY, USAGE, UsageError
+
+MAX_BLOCKS = 50
+MAX_SECTION = 3000
+MAX_HEADER = 150
+NODES_LISTED_IN_FULL = 40  # above this a nodes reply summarizes and lists only unhealthy nodes
+
+Block = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str  # notification and accessibility fallback
+    blocks: list[Block] = field(default_factory=list)
+    public: bool = False  # in_channel instead of ephemeral
+
+    def as_message(self) -> dict[str, Any]:
+        return {"text": self.text, "blocks": self.blocks}
+
+
+def header(text: str) -> Block:
+    return {"type": "header", "text": {"type": "plain_text", "text": _clip(text, MAX_HEADER), "emoji": True}}
+
+
+def section(text: str, *, fields: Sequence[str] = ()) -> Block:
+    block: Block = {"type": "section", "text": {"type": "mrkdwn", "text": _clip(text, MAX_SECTION)}}
+    if fields:
+        block["fields"] = [{"type": "mrkdwn", "text": _clip(item, 2000)} for item in fields[:10]]
+    return block
+
+
+def context(*texts: str) -> Block:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": _clip(t, MAX_SECTION)} for t in texts[:10]]}
+
+
+def divider() -> Block:
+    return {"type": "divider"}
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def sections(lines: Iterable[str]) -> list[Block]:
+    """Lines packed into as few sections as fit 3000 characters each; never cut mid-line."""
+    blocks: list[Block] = []
+    chunk: list[str] = []
+    size = 0
+    for line in lines:
+        if chunk and size + len(line) + 1 > MAX_SECTION:
+            blocks.append(section("\n".join(chunk)))
+            chunk, size = [], 0
+        chunk.append(line)
+        size += len(line) + 1
+    if chunk:
+        blocks.append(section("\n".join(chunk)))
+    return blocks
+
+
+def fit(blocks: list[Block], *, overflow: str) -> list[Block]:
+    """Keep within 50 blocks; what does not fit is said, never dropped silently."""
+    if len(blocks) <= MAX_BLOCKS:
+        return blocks
+    hidden = len(blocks) - (MAX_BLOCKS - 1)
+    return [*blocks[: MAX_BLOCKS - 1], context(overflow.format(hidden=hidden))]
+
+
+def escape(text: str) -> str:
+    """Slack's three control characters; user and AWS text must not turn into links or mentions."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def when(moment: datetime | None, tz: ZoneInfo) -> str:
+    if moment is None:
+        return "unknown"
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=ZoneInfo("UTC"))
+    return moment.astimezone(tz).strftime("%Y-%m-%d %H:%M %Z")
+
+
+_HEALTH_ICON = {
+    Health.HEALTHY: ":large_green_circle:",
+    Health.UNHEALTHY: ":red_circle:",
+    Health.TRANSITIONAL: ":large_yellow_circle:",
+}
+
+
+def cluster_icon(cluster: Cluster) -> str:
+    if cluster.unhealthy or cluster.status in ("Failed", "RollingBack") or cluster.status.endswith("_FAILED"):
+        return ":red_circle:"
+    if (
+        cluster.nodes
+        and cluster.healthy == len(cluster.nodes)
+        and cluster.status in ("InService", "CREATE_COMPLETE", "UPDATE_COMPLETE", "RUNNING")
+    ):
+        return ":large_green_circle:"
+    return ":large_yellow_circle:"
+
+
+def _groups_line(cluster: Cluster) -> str:
+    parts = []
+    for group in cluster.groups:
+        target = f"/{group.target}" if group.target is not None else ""
+        parts.append(f"{escape(group.name)} {group.instance_type} {group.current}{target}")
+    return " · ".join(parts) if parts else "no instance groups"
+
+
+def _health_text(cluster: Cluster) -> str:
+    if not cluster.nodes_known:
+        return "nodes unknown"
+    text = f"{cluster.healthy}/{len(cluster.nodes)} nodes healthy"
+    if cluster.unhealthy:
+        text += f", *{len(cluster.unhealthy)} unhealthy*"
+    return text
+
+
+def cluster_line(cluster: Cluster) -> str:
+    return (
+        f"{cluster_icon(cluster)} *{escape(cluster.name)}* · {cluster.backend.label} · `{cluster.status}` · "
+        f"{_health_text(cluster)}\n      {_groups_line(cluster)}"
+    )
+
+
+def usage_error(error: UsageError) -> Reply:
+    text = f"{error.message}\nUsage: {error.usage}"
+    return Reply(text=text, blocks=[section(f":warning: {error.message}"), context(f"Usage: `{error.usage}`")])
+
+
+def refusal(reason: str) -> Reply:
+    return Reply(text=reason, blocks=[section(f":no_entry: {reason}")])
+
+
+def problem(message: str) -> Reply:
+    return Reply(text=message, blocks=[section(f":warning: {message}")])
+
+
+def help_reply(*, commands: Sequence[str], role_line: str) -> Reply:
+    lines = [f"`{USAGE[name]}`\n{SUMMARY[name]}" for name in commands]
+    text = "Pitcrew commands you may run:\n" + "\n".join(USAGE[name] for name in commands)
+    return Reply(text=text, blocks=[header("Pitcrew: /cluster"), *sections(lines), context(role_line)])
+
+
+def cluster_list(
+    results: Sequence[OrgClusters], *, org_names: dict[str, str], tz: ZoneInfo, now: datetime, public: bool = False
+) -> Reply:
+    total = sum(len(result.clusters) for result in results)
+    nodes = sum(len(c.nodes) for result in results for c in result.clusters)
+    unhealthy = sum(len(c.unhealthy) for result in results for c in result.clusters)
+    scope = org_names[results[0].org] if len(results) == 1 else f"{len(results)} orgs"
+    summary = f"{total} clusters, {nodes} nodes, {unhealthy} unhealthy"
+    blocks: list[Block] = [header(f"Clusters · {scope}"), context(f"{summary} · as of {when(now, tz)}")]
+    fallback = [f"Clusters of {scope}: {summary}"]
+    for result in results:
+        lines = [f"*{escape(org_names[result.org])}* (`{result.org}`)"]
+        lines += [cluster_line(cluster) for cluster in result.clusters]
+        if not result.clusters and not result.errors:
+            lines.append("_no clusters_")
+        lines += [f":warning: could not read: {escape(error)}" for error in result.errors]
+        blocks += sections(lines)
+        fallback.append(f"{result.org}: {len(result.clusters)} clusters" + (" (errors)" if result.errors else ""))
+    blocks = fit(blocks, overflow="{hidden} more blocks not shown: ask for one org with /cluster list ORG")
+    return Reply(text="\n".join(fallback), blocks=blocks, public=public)
+
+
+def cluster_status(cluster: Cluster, *, org_name: str, tz: ZoneInfo, public: bool = False) -> Reply:
+    fields = [
+        f"*Org*\n{escape(org_name)} (`{cluster.org}`)",
+        f"*Backend*\n{cluster.backend.label}",
+        f"*Status*\n`{cluster.status}`",
+        f"*Created*\n{when(cluster.created, tz)}",
+        f"*Nodes*\n{_health_text(cluster)}",
+    ]
+    for key, label in (
+        ("compute_fleet", "Compute fleet"),
+        ("node_recovery", "Node recovery"),
+        ("orchestrator", "Orchestrator"),
+    ):
+        if cluster.extra.get(key):
+            fields.append(f"*{label}*\n{escape(cluster.extra[key])}")
+    blocks: list[Block] = [
+        header(f"{cluster.ref}"),
+        section(f"{cluster_icon(cluster)} *{cluster.name}*", fields=fields),
+    ]
+    if cluster.failure_message:
+        blocks.append(section(f":rotating_light: *Failure:* {escape(cluster.failure_message)}"))
+    group_lines = []
+    health = Counter((node.group, node.health) for node in cluster.nodes)
+    for group in cluster.groups:
+        target = f" of {group.target}" if group.target is not None else ""
+        status = f" · {group.status}" if group.status else ""
+        bad = health[(group.name, Health.UNHEALTHY)]
+        healthy = health[(group.name, Health.HEALTHY)]
+        group_lines.append(
+            f"*{escape(group.name)}* · {group.instance_type} · {group.current}{target} instances{status} · "
+            f"{healthy} healthy" + (f", *{bad} unhealthy*" if bad else "")
+        )
+    blocks.append(divider())
+    blocks += sections(group_lines or ["_no instance groups_"])
+    if cluster.unhealthy:
+        blocks += sections(["*Unhealthy nodes*", *(_node_line(node, tz) for node in cluster.unhealthy[:20])])
+    if cluster.note:
+        blocks.append(context(cluster.note))
+    text = f"{cluster.ref} ({cluster.backend.label}): {cluster.status}, {_health_text(cluster)}".replace("*", "")
+    return Reply(text=text, blocks=fit(blocks, overflow="{hidden} more blocks: see /cluster nodes"), public=public)
+
+
+def _node_line(node: Node, tz: ZoneInfo) -> str:
+    message = f" — {escape(node.message)}" if node.message else ""
+    return (
+        f"{_HEALTH_ICON[node.health]} `{node.node_id}` · {escape(node.group)} · {node.instance_type} · "
+        f"*{node.status}* · launched {when(node.launch_time, tz)}{message}"
+    )
+
+
+def _node_order(node: Node) -> tuple[int, str, str]:
+    rank = {Health.UNHEALTHY: 0, Health.TRANSITIONAL: 1, Health.HEALTHY: 2}[node.health]
+    return rank, node.group, node.node_id
+
+
+def cluster_nodes(cluster: Cluster, *, tz: ZoneInfo, failed_only: bool = False, public: bool = False) -> Reply:
+    nodes = sorted(cluster.nodes, key=_node_order)
+    counts = cluster.counts_by_group_and_status()
+    per_group: dict[str, list[str]] = {}
+    for (group, status), count in sorted(counts.items()):
+        per_group.setdefault(group, []).append(f"{count} {status}")
+    summary_lines = [f"*{escape(g)}*: " + ", ".join(parts) for g, parts in per_group.items()]
+    blocks: list[Block] = [
+        header(f"Nodes · {cluster.ref}"),
+        section(f"{cluster_icon(cluster)} *{len(nodes)} nodes* · {_health_text(cluster)}\n" + "\n".join(summary_lines)),
+    ]
+    shown = [n for n in nodes if n.health is Health.UNHEALTHY] if failed_only else nodes
+    summarized = len(shown) > NODES_LISTED_IN_FULL
+    if summarized and not failed_only:
+        shown = [n for n in nodes if n.health is Health.UNHEALTHY]
+        blocks.append(
+            context(
+                f"{len(nodes)} nodes is more than {NODES_LISTED_IN_FULL}: "
+                "the counts above summarize them; only unhealthy nodes are listed below."
+            )
+        )
+    if failed_only and not shown:
+        blocks.append(section(":large_green_circle: No unhealthy nodes."))
+    elif shown:
+        blocks.append(divider())
+        blocks += sections(_node_line(node, tz) for node in shown)
+    if cluster.note:
+        blocks.append(context(cluster.note))
+    text = f"{cluster.ref}: {len(nodes)} nodes, {_health_text(cluster)}".replace("*", "")
+    return Reply(text=text, blocks=fit(blocks, overflow="{hidden} more blocks of nodes not shown"), public=public)
+
+
+def ambiguous(name: str, clusters: Sequence[Cluster]) -> Reply:
+    choices = ", ".join(f"`{c.ref}`" for c in clusters)
+    text = f"Several orgs have a cluster named {name}: {choices}. Say which one, as ORG/CLUSTER."
+    return Reply(text=text, blocks=[section(f":twisted_rightwards_arrows: {text}")])
+
+
+def not_found(ref: str, *, unreachable: dict[str, str]) -> Reply:
+    text = f"No cluster `{ref}` among the clusters you can see."
+    if unreachable:
+        text += " Could not search: " + "; ".join(f"{org} ({why})" for org, why in unreachable.items())
+    return Reply(text=text, blocks=[section(f":mag: {escape(text)}"), context("Usage: `/cluster list` shows them.")])

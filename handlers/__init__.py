@@ -1,0 +1,9 @@
+"""Slack listeners only: parse -> authorize -> call bot/ -> render. One register(app) per kind."""
+
+from slack_bolt.async_app import AsyncApp
+
+from handlers import commands
+
+
+def register_listeners(app: AsyncApp) -> None:
+    commands.register(app)

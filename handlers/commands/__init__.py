@@ -1,0 +1,9 @@
+"""Slash-command listeners."""
+
+from slack_bolt.async_app import AsyncApp
+
+from handlers.commands.cluster import cluster_command_callback
+
+
+def register(app: AsyncApp) -> None:
+    app.command("/cluster")(cluster_command_callback)

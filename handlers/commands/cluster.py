@@ -1,0 +1,130 @@
+"""`/cluster help|list|status|nodes`: parse -> authorize -> ask the fleet -> render. Nothing else."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from logging import Logger
+from typing import Any
+
+from slack_bolt.context.ack.async_ack import AsyncAck
+from slack_bolt.context.respond.async_respond import AsyncRespond
+
+from bot.access import NOT_A_MEMBER, Action
+from bot.commands import (
+    NEEDS,
+    ClusterNodes,
+    ClusterRef,
+    ClusterStatus,
+    Help,
+    ListClusters,
+    UsageError,
+    parse_cluster_command,
+)
+from bot.services import Services
+from bot.slack import blocks
+from bot.slack.blocks import Reply
+from storage.models import Outcome
+
+INTERNAL_ERROR = "Pitcrew hit an internal error answering that. It is logged; try again or tell a program admin."
+
+
+@dataclass(frozen=True)
+class Answer:
+    reply: Reply
+    outcome: Outcome = Outcome.ALLOWED
+    org_id: str | None = None
+    detail: str = ""
+
+
+async def cluster_command_callback(
+    ack: AsyncAck, command: dict[str, Any], respond: AsyncRespond, context: dict[str, Any], logger: Logger
+) -> None:
+    await ack()  # empty ack: the one reply goes through the response URL
+    services: Services = context["services"]
+    user_id, channel_id, text = command["user_id"], command["channel_id"], command.get("text") or ""
+    try:
+        answer = await answer_cluster_command(services, user_id=user_id, channel_id=channel_id, text=text)
+    except Exception:
+        logger.exception("/cluster %r from %s failed", text[:200], user_id)
+        answer = Answer(blocks.problem(INTERNAL_ERROR), Outcome.FAILED, detail="internal error")
+    await services.poster.respond(respond, answer.reply)
+    await services.audit(
+        user_id=user_id,
+        channel_id=channel_id,
+        command="/cluster",
+        text=text,
+        outcome=answer.outcome,
+        org_id=answer.org_id,
+        detail=answer.detail,
+    )
+
+
+async def answer_cluster_command(services: Services, *, user_id: str, channel_id: str, text: str) -> Answer:
+    access = services.access
+    if not access.is_known(user_id):
+        return Answer(blocks.refusal(NOT_A_MEMBER), Outcome.REFUSED, detail="not a member")
+    try:
+        parsed = parse_cluster_command(text)
+    except UsageError as error:
+        return Answer(blocks.usage_error(error), Outcome.INVALID, detail=error.message)
+    if isinstance(parsed, Help):
+        return _help(services, user_id)
+    if isinstance(parsed, ListClusters):
+        return await _list(services, parsed, user_id=user_id, channel_id=channel_id)
+    return await _one_cluster(services, parsed, user_id=user_id)
+
+
+def _help(services: Services, user_id: str) -> Answer:
+    access = services.access
+    visible = access.visible_orgs(user_id)
+    allowed = [
+        name
+        for name, needs in NEEDS.items()
+        if needs is None or any(access.may(user_id=user_id, action=needs, org_id=org) for org in visible)
+    ]
+    if access.is_admin(user_id):
+        role_line = "You are a program admin: every org is yours to see."
+    else:
+        roles = [f"{access.role(user_id=user_id, org_id=org)} of `{org}`" for org in visible]
+        role_line = "You are " + ", ".join(roles) + "."
+    return Answer(blocks.help_reply(commands=allowed, role_line=role_line))
+
+
+async def _list(services: Services, parsed: ListClusters, *, user_id: str, channel_id: str) -> Answer:
+    access = services.access
+    if parsed.target is None:
+        org_ids = access.default_orgs(user_id=user_id, channel_id=channel_id)
+    elif parsed.target == "all":
+        org_ids = access.visible_orgs(user_id)  # narrowed for non-admins
+    else:
+        decision = access.decide(user_id=user_id, action=Action.VIEW, org_id=parsed.target)
+        if not decision.allowed:
+            return Answer(blocks.refusal(decision.reason), Outcome.REFUSED, parsed.target, decision.reason)
+        org_ids = [parsed.target]
+    results = await services.fleet.list_orgs(org_ids)
+    # Recording what was seen must not delay the reply.
+    services.spawn(services.remember([c for r in results for c in r.clusters]))
+    reply = blocks.cluster_list(
+        results, org_names=services.org_names, tz=services.tz, now=services.clock(), public=parsed.public
+    )
+    return Answer(reply, org_id=org_ids[0] if len(org_ids) == 1 else None)
+
+
+async def _one_cluster(services: Services, parsed: ClusterStatus | ClusterNodes, *, user_id: str) -> Answer:
+    ref: ClusterRef = parsed.cluster
+    visible = services.access.visible_orgs(user_id)
+    if ref.org is not None and ref.org not in visible:
+        # Refusals reveal nothing: the same answer as for a cluster that does not exist.
+        return Answer(blocks.not_found(str(ref), unreachable={}), Outcome.REFUSED, detail="org not visible")
+    lookup = await services.fleet.find(ref.name, [ref.org] if ref.org else visible)
+    if not lookup.found:
+        return Answer(blocks.not_found(str(ref), unreachable=lookup.errors), detail="not found")
+    if len(lookup.found) > 1:
+        return Answer(blocks.ambiguous(ref.name, lookup.found), detail="ambiguous")
+    cluster = lookup.found[0]
+    names, tz = services.org_names, services.tz
+    if isinstance(parsed, ClusterStatus):
+        reply = blocks.cluster_status(cluster, org_name=names[cluster.org], tz=tz, public=parsed.public)
+    else:
+        reply = blocks.cluster_nodes(cluster, tz=tz, failed_only=parsed.failed_only, public=parsed.public)
+    return Answer(reply, org_id=cluster.org)

@@ -1,0 +1,87 @@
+"""Plain CRUD functions, session first, keyword-only."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from storage.models import AuditEntry, ClusterSeen, Org
+
+
+async def sync_orgs(session: AsyncSession, *, orgs: Iterable[Org]) -> None:
+    """Make the orgs table say what the program file says; orgs no longer listed are marked inactive."""
+    listed = {org.id: org for org in orgs}
+    existing = {org.id: org for org in (await session.exec(select(Org))).all()}
+    for org_id, org in listed.items():
+        row = existing.get(org_id)
+        if row is None:
+            session.add(org)
+        else:
+            for field in ("name", "channel", "account_id", "region", "synced_at"):
+                setattr(row, field, getattr(org, field))
+            row.active = True
+    for org_id, row in existing.items():
+        if org_id not in listed:
+            row.active = False
+    await session.commit()
+
+
+async def list_orgs(session: AsyncSession, *, active_only: bool = True) -> Sequence[Org]:
+    query = select(Org).order_by(col(Org.id))
+    if active_only:
+        query = query.where(col(Org.active).is_(True))
+    return (await session.exec(query)).all()
+
+
+async def record_clusters_seen(session: AsyncSession, *, rows: Sequence[ClusterSeen]) -> None:
+    """Upsert clusters as last seen; one statement, safe when two replicas see the same cluster."""
+    if not rows:
+        return
+    dialect = session.bind.dialect.name if session.bind else "sqlite"
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    values = [row.model_dump(exclude={"id"}) for row in rows]
+    statement = insert(ClusterSeen).values(values)
+    statement = statement.on_conflict_do_update(
+        index_elements=["org_id", "backend", "name"],
+        set_={
+            key: statement.excluded[key]
+            for key in ("status", "nodes_total", "nodes_healthy", "instances", "last_seen_at")
+        },
+    )
+    await session.exec(statement)
+    await session.commit()
+
+
+async def clusters_seen(session: AsyncSession, *, org_id: str | None = None) -> Sequence[ClusterSeen]:
+    query = select(ClusterSeen).order_by(col(ClusterSeen.org_id), col(ClusterSeen.name))
+    if org_id:
+        query = query.where(ClusterSeen.org_id == org_id)
+    return (await session.exec(query)).all()
+
+
+async def add_audit(session: AsyncSession, *, entry: AuditEntry) -> AuditEntry:
+    session.add(entry)
+    await session.commit()
+    return entry
+
+
+async def audit_entries(
+    session: AsyncSession,
+    *,
+    org_id: str | None = None,
+    user_id: str | None = None,
+    since: datetime | None = None,
+    limit: int = 100,
+) -> Sequence[AuditEntry]:
+    query = select(AuditEntry).order_by(col(AuditEntry.at).desc(), col(AuditEntry.id).desc()).limit(limit)
+    if org_id:
+        query = query.where(AuditEntry.org_id == org_id)
+    if user_id:
+        query = query.where(AuditEntry.user_id == user_id)
+    if since:
+        query = query.where(col(AuditEntry.at) >= since)
+    return (await session.exec(query)).all()
