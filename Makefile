@@ -1,0 +1,32 @@
+# Two commands for a fresh machine with python3 (3.11+) and make: `make run` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum | cut -d' ' -f1)
+PYTEST_ARGS ?=
+
+.PHONY: run test lint bench clean
+
+$(STAMP):
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.lock
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/pitcrew demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check bot handlers storage tests bench
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(BIN)/python bench/ack_latency.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

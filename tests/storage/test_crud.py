@@ -1,0 +1,110 @@
+"""Storage on SQLite and Postgres: migrations, org sync, clusters as last seen, audit log."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import inspect
+
+from storage import crud
+from storage.db import Database
+from storage.models import AuditEntry, ClusterSeen, Org, Outcome
+
+T0 = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+async def db(database_url: str) -> AsyncIterator[Database]:
+    database = Database(url=database_url)
+    await database.upgrade()
+    yield database
+    await database.dispose()
+
+
+def org(org_id: str, name: str = "Org", at: datetime = T0) -> Org:
+    return Org(
+        id=org_id,
+        name=name,
+        channel="C0" + org_id.upper()[:6],
+        account_id="111111111111",
+        region="us-east-1",
+        synced_at=at,
+    )
+
+
+async def test_migrations_create_tables_and_are_idempotent(db: Database) -> None:
+    await db.upgrade()  # a second start must not fail
+    async with db.engine.connect() as connection:
+        tables = await connection.run_sync(lambda sync: set(inspect(sync).get_table_names()))
+    assert {"orgs", "clusters", "audit_log", "alembic_version"} <= tables
+
+
+async def test_sync_orgs_adds_updates_and_retires(db: Database) -> None:
+    async with db.session() as session:
+        await crud.sync_orgs(session, orgs=[org("kumo-labs", "Kumo"), org("sakura-ai", "Sakura")])
+    async with db.session() as session:
+        await crud.sync_orgs(session, orgs=[org("kumo-labs", "Kumo Labs", T0 + timedelta(days=1))])
+    async with db.session() as session:
+        active = await crud.list_orgs(session)
+        everything = await crud.list_orgs(session, active_only=False)
+    assert [(o.id, o.name) for o in active] == [("kumo-labs", "Kumo Labs")]
+    assert {o.id: o.active for o in everything} == {"kumo-labs": True, "sakura-ai": False}
+
+
+async def test_clusters_seen_upsert_keeps_one_row_per_cluster(db: Database) -> None:
+    async with db.session() as session:
+        await crud.sync_orgs(session, orgs=[org("kumo-labs")])
+
+    def seen(status: str, healthy: int, at: datetime) -> ClusterSeen:
+        return ClusterSeen(
+            org_id="kumo-labs",
+            backend="hyperpod",
+            name="kumo-p5",
+            status=status,
+            nodes_total=17,
+            nodes_healthy=healthy,
+            instances={"ml.p5.48xlarge": 16, "ml.m5.12xlarge": 1},
+            last_seen_at=at,
+        )
+
+    async with db.session() as session:
+        await crud.record_clusters_seen(session, rows=[seen("Creating", 0, T0)])
+    async with db.session() as session:
+        await crud.record_clusters_seen(session, rows=[seen("InService", 15, T0 + timedelta(minutes=5))])
+    async with db.session() as session:
+        rows = await crud.clusters_seen(session, org_id="kumo-labs")
+    assert len(rows) == 1
+    assert (rows[0].status, rows[0].nodes_healthy, rows[0].instances["ml.p5.48xlarge"]) == ("InService", 15, 16)
+
+
+async def test_audit_log_filters(db: Database) -> None:
+    entries = [
+        AuditEntry(
+            at=T0 + timedelta(minutes=i),
+            user_id=user,
+            org_id=org_id,
+            command="/cluster",
+            text=text,
+            outcome=outcome.value,
+        )
+        for i, (user, org_id, text, outcome) in enumerate(
+            [
+                ("U0ALICE01", "kumo-labs", "list", Outcome.ALLOWED),
+                ("U0BOB0001", "sakura-ai", "status x", Outcome.REFUSED),
+                ("U0ALICE01", None, "frob", Outcome.INVALID),
+            ]
+        )
+    ]
+    async with db.session() as session:
+        for entry in entries:
+            await crud.add_audit(session, entry=entry)
+        newest_first = await crud.audit_entries(session)
+        alice = await crud.audit_entries(session, user_id="U0ALICE01")
+        kumo = await crud.audit_entries(session, org_id="kumo-labs")
+        recent = await crud.audit_entries(session, since=T0 + timedelta(minutes=1))
+    assert [e.text for e in newest_first] == ["frob", "status x", "list"]
+    assert [e.outcome for e in alice] == ["invalid", "allowed"]
+    assert [e.text for e in kumo] == ["list"]
+    assert len(recent) == 2

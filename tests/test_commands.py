@@ -1,0 +1,79 @@
+"""Parsing of /cluster text: every bad input is a UsageError with a Usage line, never an exception."""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bot.commands import (
+    ClusterNodes,
+    ClusterRef,
+    ClusterStatus,
+    Help,
+    ListClusters,
+    UsageError,
+    parse_cluster_command,
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("help", Help()),
+        ("list", ListClusters(target=None)),
+        ("list all", ListClusters(target="all")),
+        ("LIST Kumo-Labs", ListClusters(target="kumo-labs")),
+        ("list kumo-labs --public", ListClusters(target="kumo-labs", public=True)),
+        ("status kumo-p5-train", ClusterStatus(cluster=ClusterRef("kumo-p5-train"))),
+        ("status kumo-labs/kumo-p5-train", ClusterStatus(cluster=ClusterRef("kumo-p5-train", "kumo-labs"))),
+        ("nodes c1 --failed", ClusterNodes(cluster=ClusterRef("c1"), failed_only=True)),
+        ("  nodes   c1  ", ClusterNodes(cluster=ClusterRef("c1"))),
+    ],
+)
+def test_parses(text: str, expected: object) -> None:
+    assert parse_cluster_command(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "message_part", "usage_part"),
+    [
+        ("", "Tell Pitcrew what to do", "/cluster list"),
+        ("   ", "Tell Pitcrew what to do", "/cluster list"),
+        ("frobnicate", "`frobnicate` is not a /cluster subcommand", "/cluster status"),
+        ("status", "needs a cluster name", "/cluster status CLUSTER"),
+        ("nodes a b", "needs one cluster name", "/cluster nodes CLUSTER"),
+        ("list a b", "at most one org", "/cluster list"),
+        ("list Bad_Org!", "is not an org id", "/cluster list"),
+        ("status ../../etc/passwd", "is not", "/cluster status"),
+        ("status x; rm -rf /", "needs one cluster name", "/cluster status"),
+        ("status 'x; DROP TABLE audit_log;--'", "is not a cluster name", "/cluster status"),
+        ("status $(reboot)", "is not a cluster name", "/cluster status"),
+        ("status クラスタ", "is not a cluster name", "/cluster status"),
+        ("nodes c1 --fialed", "`--fialed` is not an option", "/cluster nodes"),
+        ("status 'unclosed", "quote", "/cluster list"),
+        ("launch hyperpod-p5 x", "not available in this version", "/cluster list"),
+        ("x" * 4000, "4,000 characters", "/cluster list"),
+        ("help me", "takes no arguments", "/cluster help"),
+        ("status " + "a" * 64, "up to 63 characters", "/cluster status"),
+    ],
+)
+def test_bad_input_says_what_and_how(text: str, message_part: str, usage_part: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        parse_cluster_command(text)
+    assert message_part in caught.value.message
+    assert usage_part in caught.value.usage
+
+
+def test_user_text_quoted_back_is_short_and_cannot_break_formatting() -> None:
+    with pytest.raises(UsageError) as caught:
+        parse_cluster_command("`" * 5 + "y" * 200)
+    assert "`" * 2 not in caught.value.message.strip("`")
+    assert len(caught.value.message) < 120
+
+
+@given(st.text(max_size=1200))
+def test_any_text_parses_or_is_a_usage_error(text: str) -> None:
+    try:
+        parse_cluster_command(text)
+    except UsageError as error:
+        assert error.message
+        assert error.usage.startswith("/cluster")
