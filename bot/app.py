@@ -123,6 +123,7 @@ async def start(services: Services) -> None:
     """Apply migrations and sync orgs from the program file; shared by serve, socket and demo."""
     await services.db.upgrade()
     await services.sync_orgs()
+    services.spawn(services.fleet.warm())
     log.info(
         "ready: %s, %d orgs, database %s",
         services.program.name,

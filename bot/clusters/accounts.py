@@ -1,8 +1,10 @@
 """Per-org AWS sessions: STS assume_role with the org's external id, cached until shortly before expiry.
 
 An org without a role_arn uses Pitcrew's own credentials (the standard chain; AWS_ENDPOINT_URL is
-honoured by botocore itself). Clients are cached with their credentials because building a boto3
-client costs tens of milliseconds.
+honoured by botocore itself). Every client is made from the one base session with the org's
+credentials passed in, so botocore loads each service model once per process, not once per org
+(the SageMaker model alone takes about half a second to load); clients are cached with their
+credentials.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
+from botocore.credentials import Credentials
 
 from bot.config import OrgConfig
 
@@ -31,7 +34,7 @@ CLIENT_CONFIG = Config(
 
 @dataclass
 class _OrgSession:
-    session: boto3.Session
+    credentials: dict[str, str]  # aws_access_key_id, ...; empty for the base session's own chain
     expires_at: float  # epoch seconds; inf for the base credentials
     clients: dict[str, Any] = field(default_factory=dict)
 
@@ -52,7 +55,9 @@ class AwsAccounts:
         self._sessions: dict[str, _OrgSession] = {}
         self._lock = threading.Lock()
         self._org_locks: dict[str, threading.Lock] = {}
-        self.assume_role_calls = 0  # read by tests and the sandbox status line
+        self._client_lock = threading.Lock()  # boto3 sessions are not thread-safe when making clients
+        self._sts: dict[str, Any] = {}
+        self.assume_role_calls = 0  # read by tests
 
     @property
     def base_session(self) -> boto3.Session:
@@ -63,16 +68,28 @@ class AwsAccounts:
         entry = self._session(org)
         client = entry.clients.get(service)
         if client is None:
-            client = entry.session.client(service, region_name=org.aws.region, config=CLIENT_CONFIG)
+            client = self._make_client(service, org.aws.region, entry.credentials)
             entry.clients[service] = client
         return client
 
-    def credentials(self, org: OrgConfig) -> Any:
-        """Frozen credentials for signing non-boto3 requests (the ParallelCluster REST API)."""
-        credentials = self._session(org).session.get_credentials()
+    def credentials(self, org: OrgConfig) -> Credentials:
+        """Credentials for signing non-boto3 requests (the ParallelCluster REST API)."""
+        entry = self._session(org)
+        if entry.credentials:
+            return Credentials(
+                entry.credentials["aws_access_key_id"],
+                entry.credentials["aws_secret_access_key"],
+                entry.credentials["aws_session_token"],
+            )
+        credentials = self._base.get_credentials()
         if credentials is None:
             raise RuntimeError("no AWS credentials found (set AWS_ACCESS_KEY_ID or a profile)")
-        return credentials.get_frozen_credentials()
+        frozen = credentials.get_frozen_credentials()
+        return Credentials(frozen.access_key, frozen.secret_key, frozen.token)
+
+    def _make_client(self, service: str, region: str, credentials: dict[str, str]) -> Any:
+        with self._client_lock:
+            return self._base.client(service, region_name=region, config=CLIENT_CONFIG, **credentials)
 
     def _session(self, org: OrgConfig) -> _OrgSession:
         with self._lock:
@@ -86,8 +103,10 @@ class AwsAccounts:
 
     def _open(self, org: OrgConfig) -> _OrgSession:
         if not org.aws.role_arn:
-            return _OrgSession(session=self._base, expires_at=float("inf"))
-        sts = self._base.client("sts", region_name=org.aws.region, config=CLIENT_CONFIG)
+            return _OrgSession(credentials={}, expires_at=float("inf"))
+        sts = self._sts.get(org.aws.region)
+        if sts is None:
+            sts = self._sts[org.aws.region] = self._make_client("sts", org.aws.region, {})
         request: dict[str, Any] = {
             "RoleArn": org.aws.role_arn,
             "RoleSessionName": f"{self._session_name}-{org.id}"[:64],
@@ -98,10 +117,11 @@ class AwsAccounts:
         answer = sts.assume_role(**request)
         self.assume_role_calls += 1
         creds = answer["Credentials"]
-        session = boto3.Session(
-            aws_access_key_id=creds["AccessKeyId"],
-            aws_secret_access_key=creds["SecretAccessKey"],
-            aws_session_token=creds["SessionToken"],
-            region_name=org.aws.region,
+        return _OrgSession(
+            credentials={
+                "aws_access_key_id": creds["AccessKeyId"],
+                "aws_secret_access_key": creds["SecretAccessKey"],
+                "aws_session_token": creds["SessionToken"],
+            },
+            expires_at=creds["Expiration"].timestamp(),
         )
-        return _OrgSession(session=session, expires_at=creds["Expiration"].timestamp())

@@ -150,6 +150,17 @@ class Fleet:
 
         return list(await asyncio.gather(*(one(org_id) for org_id in org_ids)))
 
+    async def warm(self) -> None:
+        """Assume every org's role and build its clients ahead of the first command (best effort)."""
+
+        async def one(org: OrgConfig) -> None:
+            try:
+                await self._in_thread(lambda: self.backends(org))
+            except Exception as error:
+                log.warning("could not prepare AWS access for %s: %s", org.id, describe_error(error))
+
+        await asyncio.gather(*(one(org) for org in self._program.orgs))
+
     def _find_in_org(self, org: OrgConfig, name: str) -> list[Cluster]:
         found = []
         for backend in self.backends(org):

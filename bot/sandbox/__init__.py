@@ -1,0 +1,1 @@
+"""Local stand-ins for external services, used by `pitcrew demo` and the test suite."""

@@ -1,0 +1,79 @@
+"""Run an ASGI app under uvicorn inside the current event loop.
+
+Shared by the sandbox (`pitcrew demo`), the test suite and the benchmarks, which all need a real HTTP
+server on a free port without leaving the caller's event loop.
+"""
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import AsyncIterator, Generator
+from typing import Any
+
+import uvicorn
+
+logger = logging.getLogger(__name__)
+
+
+class _EmbeddedServer(uvicorn.Server):
+    # Several servers share one process in the sandbox; if each installed its own SIGINT handler they
+    # would fight over it, so the embedding program owns signal handling instead.
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+@contextlib.asynccontextmanager
+async def serve_asgi(
+    app: Any,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    log_level: str = "warning",
+    startup_timeout: float = 10.0,
+) -> AsyncIterator[str]:
+    """Serve `app` on `host:port` (0 = any free port) and yield its base URL, e.g. "http://127.0.0.1:53121".
+
+    The socket is bound here rather than by uvicorn so that a busy port raises OSError in the caller
+    instead of uvicorn calling sys.exit() inside a task.
+    """
+    sock = _bind(host, port)
+    bound_port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        app, host=host, port=bound_port, log_level=log_level, lifespan="auto", timeout_graceful_shutdown=5
+    )
+    server = _EmbeddedServer(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]), name=f"uvicorn:{host}:{bound_port}")
+    try:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + startup_timeout
+        while not server.started:
+            if task.done():
+                task.result()  # re-raises the startup error, if any
+                raise RuntimeError(f"uvicorn exited during startup on {host}:{bound_port}")
+            if loop.time() > deadline:
+                raise TimeoutError(f"uvicorn did not start within {startup_timeout}s on {host}:{bound_port}")
+            await asyncio.sleep(0.01)
+        shown_host = f"[{host}]" if ":" in host else host
+        yield f"http://{shown_host}:{bound_port}"
+    finally:
+        server.should_exit = True
+        # asyncio.wait (not `await task`) so a cancellation of the caller still propagates.
+        await asyncio.wait([task])
+        sock.close()
+        if not task.cancelled() and (error := task.exception()) is not None:
+            logger.error("uvicorn on %s:%s stopped with an error", host, bound_port, exc_info=error)

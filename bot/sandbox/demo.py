@@ -1,0 +1,63 @@
+"""`pitcrew demo`: the whole of Pitcrew on one machine, with no AWS or Slack account."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import webbrowser
+
+from bot.config import load_program
+from bot.sandbox.moto_support import start_moto_server
+from bot.sandbox.seed import seed_program
+from bot.sandbox.world import EXAMPLE_PROGRAM, Sandbox, aws_environment, run_sandbox
+from bot.slack import blocks
+
+log = logging.getLogger("pitcrew.demo")
+
+
+def welcome(sandbox: Sandbox) -> blocks.Reply:
+    program = sandbox.program
+    admin = program.admins[0]
+    first = program.orgs[0]
+    operator = next(user for user, role in first.members.items() if role == "operator")
+    lines = [
+        f"*{program.name}* is running in the sandbox: {len(program.orgs)} orgs, each in its own (simulated) AWS "
+        "account, with SageMaker HyperPod and AWS ParallelCluster clusters of P5 and Trn1 nodes.",
+        "Pick a user at the top, a channel on the left, and type a command below. Try:",
+        f"• as *{sandbox.slack.users[admin]}*: `/cluster list all`",
+        f"• as *{sandbox.slack.users[operator]}* in #{first.id}: `/cluster list`, then `/cluster nodes NAME --failed`",
+        "• as *guest (no org)*: any command, to see a refusal",
+        "• `/cluster help` shows what the chosen user may run.",
+    ]
+    return blocks.Reply(
+        text=f"Pitcrew sandbox: {program.name}",
+        blocks=[blocks.header("Welcome to the Pitcrew sandbox"), *blocks.sections(lines)],
+    )
+
+
+async def _serve(host: str, port: int, open_browser: bool) -> None:
+    async with run_sandbox(host=host, port=port) as sandbox:
+        await sandbox.pitcrew.ready.wait()
+        await sandbox.pitcrew.services.poster.post(channel=sandbox.program.coordination_channel, reply=welcome(sandbox))
+        print(f"\n  Pitcrew sandbox: open {sandbox.world_url}  (the bot listens on {sandbox.bot_url})")  # noqa: T201
+        print("  Ctrl-C stops it.\n")  # noqa: T201
+        if open_browser:
+            webbrowser.open(sandbox.world_url)
+        await asyncio.Event().wait()  # until interrupted
+
+
+def run_demo(*, host: str = "127.0.0.1", port: int = 3000, open_browser: bool = False) -> None:
+    started = time.perf_counter()
+    server, endpoint = start_moto_server()
+    try:
+        with aws_environment(endpoint):
+            report = seed_program(load_program(EXAMPLE_PROGRAM), endpoint_url=endpoint)
+            log.info(
+                "embedded AWS at %s ready in %.1f s\n%s", endpoint, time.perf_counter() - started, report.summary()
+            )
+            with contextlib.suppress(KeyboardInterrupt):
+                asyncio.run(_serve(host, port, open_browser))
+    finally:
+        server.stop()

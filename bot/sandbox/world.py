@@ -1,0 +1,134 @@
+"""The sandbox world: embedded AWS (moto), every org's ParallelCluster API, a local Slack, and Pitcrew.
+
+Two HTTP servers, as in real life: "the outside world" (local Slack's Web API and console, and the
+ParallelCluster APIs) and the bot. Commands typed in the console reach the bot as signed HTTP requests;
+the bot answers through the local Slack's Web API and response URLs. The test suite and the benchmarks
+use this same composition.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bot.app import Pitcrew, build_app
+from bot.config import ProgramConfig, Settings, load_program
+from bot.sandbox.asgi_server import serve_asgi
+from bot.sandbox.pcluster_api import ParallelClusterApi
+from bot.sandbox.slack_workspace import LocalSlack
+
+EXAMPLE_PROGRAM = Path(__file__).resolve().parents[2] / "program.example.yml"
+SIGNING_SECRET = "sandbox-signing-secret"
+BOT_TOKEN = "xoxb-sandbox-token"
+SANDBOX_AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+@contextlib.contextmanager
+def aws_environment(endpoint: str) -> Iterator[None]:
+    """Point the standard AWS chain at moto, the way an operator would with AWS_ENDPOINT_URL."""
+    wanted = {**SANDBOX_AWS_ENV, "AWS_ENDPOINT_URL": endpoint}
+    saved = {key: os.environ.get(key) for key in wanted}
+    os.environ.update(wanted)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def sandbox_program(world_url: str, source: Path = EXAMPLE_PROGRAM) -> ProgramConfig:
+    """The example program, with each org's ParallelCluster API pointed at the local emulator."""
+    program = load_program(source)
+    orgs = []
+    for org in program.orgs:
+        if org.aws.parallelcluster_api:
+            url = ParallelClusterApi.api_url(world_url, org.aws.account_id, org.aws.region)
+            org = org.model_copy(update={"aws": org.aws.model_copy(update={"parallelcluster_api": url})})
+        orgs.append(org)
+    return program.model_copy(update={"orgs": orgs})
+
+
+def display_name(user_id: str) -> str:
+    """U0ALICE01 -> alice: readable names for the console, from the IDs the program file holds."""
+    return re.sub(r"\d+$", "", user_id.removeprefix("U0")).lower() or user_id
+
+
+def workspace_people(program: ProgramConfig) -> tuple[dict[str, str], dict[str, str]]:
+    users = {user: display_name(user) + " (admin)" for user in program.admins}
+    for org in program.orgs:
+        for user, role in org.members.items():
+            users.setdefault(user, f"{display_name(user)} ({org.id} {role})")
+    users["U0GUEST01"] = "guest (no org)"
+    channels = {program.coordination_channel: "program-coordination"}
+    channels.update({org.channel: org.id for org in program.orgs})
+    return users, channels
+
+
+@dataclass
+class Sandbox:
+    program: ProgramConfig
+    slack: LocalSlack
+    pcluster_api: ParallelClusterApi
+    pitcrew: Pitcrew
+    world_url: str  # local Slack (console at /) and ParallelCluster APIs
+    bot_url: str  # Pitcrew: /slack/events, /healthz
+
+
+def _world_app(slack: LocalSlack, pcluster_api: ParallelClusterApi) -> Any:
+    async def world(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/pcluster/"):
+            await pcluster_api(scope, receive, send)
+        else:
+            await slack.app(scope, receive, send)  # also gets lifespan events
+
+    return world
+
+
+@contextlib.asynccontextmanager
+async def run_sandbox(
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    bot_port: int = 0,
+    database_url: str | None = None,
+    program_source: Path = EXAMPLE_PROGRAM,
+    settings_overrides: dict[str, Any] | None = None,
+) -> AsyncIterator[Sandbox]:
+    """Serve the world and the bot. AWS must already point at a seeded moto (see aws_environment)."""
+    slack = LocalSlack(signing_secret=SIGNING_SECRET, bot_token=BOT_TOKEN, users={}, channels={})
+    pcluster_api = ParallelClusterApi()
+    with contextlib.ExitStack() as stack:
+        if database_url is None:
+            folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="pitcrew-sandbox-"))
+            database_url = f"sqlite+aiosqlite:///{folder}/pitcrew.db"
+        async with serve_asgi(_world_app(slack, pcluster_api), host, port) as world_url:
+            program = sandbox_program(world_url, program_source)
+            users, channels = workspace_people(program)
+            slack.users.update(users)
+            slack.channels.update(channels)
+            slack.base_url = world_url
+            settings = Settings(
+                slack_bot_token=BOT_TOKEN,
+                slack_signing_secret=SIGNING_SECRET,
+                slack_api_url=slack.api_url,
+                database_url=database_url,
+                **(settings_overrides or {}),
+            )
+            pitcrew = build_app(settings=settings, program=program)
+            async with serve_asgi(pitcrew.asgi, host, bot_port) as bot_url:
+                slack.events_url = f"{bot_url}/slack/events"
+                yield Sandbox(program, slack, pcluster_api, pitcrew, world_url, bot_url)
