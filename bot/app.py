@@ -74,10 +74,10 @@ def build_app(
     on_ready: Callable[[], Awaitable[None]] | None = None,
 ) -> Pitcrew:
     """The HTTP-mode app. Socket Mode reuses `bolt` and `services` without the ASGI part."""
-    client = build_slack_client(settings)
-    services = services or build_services(settings=settings, program=program, client=client)
+    if services is None:
+        services = build_services(settings=settings, program=program, client=build_slack_client(settings))
     bolt = AsyncApp(
-        client=client,
+        client=services.poster.client,  # one Web API client: Bolt's listeners and the poster share it
         signing_secret=settings.slack_signing_secret,
     )
 

@@ -80,9 +80,11 @@ def _all_usage() -> str:
 
 
 def _shown(text: str, limit: int = 40) -> str:
-    """A user's word quoted back safely: short, no backticks to break out of code formatting."""
+    """A user's word quoted back safely: short, no backticks to break out of code formatting, and
+    Slack's control characters escaped so `<!channel>` or `<@U1>` never becomes a mention."""
     clean = text.replace("`", "'").replace("\n", " ")
-    return clean if len(clean) <= limit else clean[: limit - 1] + "…"
+    clean = clean if len(clean) <= limit else clean[: limit - 1] + "…"
+    return clean.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _cluster_ref(word: str, usage: str) -> ClusterRef:

@@ -12,12 +12,13 @@ import contextlib
 import os
 import re
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bot.app import Pitcrew, build_app
+from bot.app import Pitcrew, build_app, build_services, build_slack_client
+from bot.clusters.accounts import AwsAccounts
 from bot.config import ProgramConfig, Settings, load_program
 from bot.sandbox.asgi_server import serve_asgi
 from bot.sandbox.pcluster_api import ParallelClusterApi
@@ -107,6 +108,8 @@ async def run_sandbox(
     database_url: str | None = None,
     program_source: Path = EXAMPLE_PROGRAM,
     settings_overrides: dict[str, Any] | None = None,
+    program_transform: Callable[[ProgramConfig], ProgramConfig] | None = None,
+    accounts: AwsAccounts | None = None,
 ) -> AsyncIterator[Sandbox]:
     """Serve the world and the bot. AWS must already point at a seeded moto (see aws_environment)."""
     slack = LocalSlack(signing_secret=SIGNING_SECRET, bot_token=BOT_TOKEN, users={}, channels={})
@@ -117,6 +120,8 @@ async def run_sandbox(
             database_url = f"sqlite+aiosqlite:///{folder}/pitcrew.db"
         async with serve_asgi(_world_app(slack, pcluster_api), host, port) as world_url:
             program = sandbox_program(world_url, program_source)
+            if program_transform:
+                program = program_transform(program)
             users, channels = workspace_people(program)
             slack.users.update(users)
             slack.channels.update(channels)
@@ -128,7 +133,9 @@ async def run_sandbox(
                 database_url=database_url,
                 **(settings_overrides or {}),
             )
-            pitcrew = build_app(settings=settings, program=program)
+            client = build_slack_client(settings)
+            services = build_services(settings=settings, program=program, client=client, accounts=accounts)
+            pitcrew = build_app(settings=settings, program=program, services=services)
             async with serve_asgi(pitcrew.asgi, host, bot_port) as bot_url:
                 slack.events_url = f"{bot_url}/slack/events"
                 yield Sandbox(program, slack, pcluster_api, pitcrew, world_url, bot_url)

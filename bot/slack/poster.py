@@ -26,6 +26,10 @@ class Poster:
         self._channel_locks: dict[str, asyncio.Lock] = {}
         self._last_post: dict[str, float] = {}
 
+    @property
+    def client(self) -> AsyncWebClient:
+        return self._client
+
     async def respond(self, respond: Respond, reply: Reply) -> None:
         """Answer a command or click through its response URL: ephemeral unless the reply is public."""
         await respond(

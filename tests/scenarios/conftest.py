@@ -1,0 +1,111 @@
+"""Scenario fixtures: a seeded moto server for the session, and per test the sandbox world
+(local Slack + ParallelCluster API emulator) with Pitcrew served over real HTTP."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.clusters.accounts import AwsAccounts
+from bot.config import ProgramConfig, load_program
+from bot.sandbox.moto_support import start_moto_server
+from bot.sandbox.seed import SeedReport, seed_program
+from bot.sandbox.slack_workspace import Message
+from bot.sandbox.world import EXAMPLE_PROGRAM, Sandbox, aws_environment, run_sandbox
+
+ADMIN = "U0ADMIN01"
+COORDINATION = "C0PROGRAM"
+
+
+@dataclass(frozen=True)
+class SeededAws:
+    endpoint: str
+    report: SeedReport
+    program: ProgramConfig
+
+    def state(self) -> list[tuple[Any, ...]]:
+        """What a command could change, in every account and region: clusters, their nodes, EC2 instances.
+
+        Read from moto's in-process backends (the server shares them); STS/IAM keys are left out because
+        Pitcrew's own sessions create them."""
+        from moto.ec2.models import ec2_backends
+        from moto.sagemaker.models import sagemaker_backends
+
+        state: list[tuple[Any, ...]] = []
+        for account, regions in list(sagemaker_backends.items()):
+            for region, backend in list(regions.items()):
+                for name, cluster in list(backend.clusters.items()):
+                    nodes = sorted((node_id, node.status) for node_id, node in list(cluster.nodes.items()))
+                    state.append(("hyperpod", account, region, name, cluster.status, tuple(nodes)))
+        for account, regions in list(ec2_backends.items()):
+            for region, backend in list(regions.items()):
+                for instance in backend.all_instances():
+                    state.append(("ec2", account, region, instance.id, instance.state, instance.instance_type))
+        return sorted(state, key=repr)
+
+
+@pytest.fixture(scope="session")
+def seeded_aws() -> Iterator[SeededAws]:
+    server, endpoint = start_moto_server()
+    try:
+        with aws_environment(endpoint):
+            program = load_program(EXAMPLE_PROGRAM)
+            yield SeededAws(endpoint, seed_program(program, endpoint_url=endpoint), program)
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def aws_accounts(seeded_aws: SeededAws) -> AwsAccounts:
+    """Shared by every test's bot: STS sessions and clients are built once, as in one long-lived process."""
+    return AwsAccounts()
+
+
+@pytest.fixture
+def sandbox_factory(aws_accounts: AwsAccounts, tmp_path: Path) -> Callable[..., Any]:
+    def make(**kwargs: Any) -> Any:
+        kwargs.setdefault("database_url", f"sqlite+aiosqlite:///{tmp_path / 'pitcrew.db'}")
+        kwargs.setdefault("accounts", aws_accounts)
+        return run_sandbox(**kwargs)
+
+    return make
+
+
+@pytest.fixture
+async def sandbox(sandbox_factory: Callable[..., Any]) -> AsyncIterator[Sandbox]:
+    async with sandbox_factory() as world:
+        await world.pitcrew.ready.wait()
+        await world.pitcrew.services.drain()  # AWS sessions warmed up before the test looks at anything
+        yield world
+
+
+async def ask(world: Sandbox, *, user: str, channel: str, text: str, command: str = "/cluster") -> Message:
+    """Type a command as `user` in `channel`; return the bot's one reply, checking there is only one."""
+    before = len(world.slack.messages)
+    response = await world.slack.send_command(user_id=user, channel_id=channel, command=command, text=text)
+    assert response.status_code == 200, response.text
+    assert not response.content, "ack carries no text: one command gets one reply message"
+
+    def is_reply(message: Message) -> bool:
+        return message.user == world.slack.bot_user_id and world.slack.messages.index(message) >= before
+
+    reply = await world.slack.wait_for(is_reply, timeout=15)
+    await world.pitcrew.services.drain()  # bookkeeping done: audit rows written, nothing else in flight
+    replies = [m for m in world.slack.messages[before:] if m.user == world.slack.bot_user_id]
+    assert replies == [reply], f"expected one reply, got {len(replies)}"
+    return reply
+
+
+def body(message: Message) -> str:
+    """Every piece of text a person sees in the message."""
+    parts = [message.text]
+    for block in message.blocks:
+        if "text" in block and isinstance(block["text"], dict):
+            parts.append(block["text"]["text"])
+        parts += [field["text"] for field in block.get("fields", [])]
+        parts += [element.get("text", "") for element in block.get("elements", []) if isinstance(element, dict)]
+    return "\n".join(parts)
