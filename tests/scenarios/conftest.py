@@ -3,66 +3,18 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bot.clusters.accounts import AwsAccounts
-from bot.config import ProgramConfig, load_program
-from bot.sandbox.moto_support import start_moto_server
-from bot.sandbox.seed import SeedReport, seed_program
 from bot.sandbox.slack_workspace import Message
-from bot.sandbox.world import EXAMPLE_PROGRAM, Sandbox, aws_environment, run_sandbox
+from bot.sandbox.world import Sandbox, run_sandbox
 
 ADMIN = "U0ADMIN01"
 COORDINATION = "C0PROGRAM"
-
-
-@dataclass(frozen=True)
-class SeededAws:
-    endpoint: str
-    report: SeedReport
-    program: ProgramConfig
-
-    def state(self) -> list[tuple[Any, ...]]:
-        """What a command could change, in every account and region: clusters, their nodes, EC2 instances.
-
-        Read from moto's in-process backends (the server shares them); STS/IAM keys are left out because
-        Pitcrew's own sessions create them."""
-        from moto.ec2.models import ec2_backends
-        from moto.sagemaker.models import sagemaker_backends
-
-        state: list[tuple[Any, ...]] = []
-        for account, regions in list(sagemaker_backends.items()):
-            for region, backend in list(regions.items()):
-                for name, cluster in list(backend.clusters.items()):
-                    nodes = sorted((node_id, node.status) for node_id, node in list(cluster.nodes.items()))
-                    state.append(("hyperpod", account, region, name, cluster.status, tuple(nodes)))
-        for account, regions in list(ec2_backends.items()):
-            for region, backend in list(regions.items()):
-                for instance in backend.all_instances():
-                    state.append(("ec2", account, region, instance.id, instance.state, instance.instance_type))
-        return sorted(state, key=repr)
-
-
-@pytest.fixture(scope="session")
-def seeded_aws() -> Iterator[SeededAws]:
-    server, endpoint = start_moto_server()
-    try:
-        with aws_environment(endpoint):
-            program = load_program(EXAMPLE_PROGRAM)
-            yield SeededAws(endpoint, seed_program(program, endpoint_url=endpoint), program)
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="session")
-def aws_accounts(seeded_aws: SeededAws) -> AwsAccounts:
-    """Shared by every test's bot: STS sessions and clients are built once, as in one long-lived process."""
-    return AwsAccounts()
 
 
 @pytest.fixture

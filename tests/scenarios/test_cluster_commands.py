@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 
 from bot.sandbox.world import Sandbox
-from tests.scenarios.conftest import ADMIN, COORDINATION, SeededAws, ask, body
+from tests.conftest import SeededAws
+from tests.scenarios.conftest import ADMIN, COORDINATION, ask, body
 
 ALICE = "U0ALICE01"  # kumo-labs operator
 BOB = "U0BOB0001"  # kumo-labs viewer

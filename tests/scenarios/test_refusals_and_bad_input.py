@@ -8,7 +8,8 @@ import time
 import pytest
 
 from bot.sandbox.world import SIGNING_SECRET, Sandbox
-from tests.scenarios.conftest import ADMIN, COORDINATION, SeededAws, ask, body
+from tests.conftest import SeededAws
+from tests.scenarios.conftest import ADMIN, COORDINATION, ask, body
 
 BOB = "U0BOB0001"  # viewer of kumo-labs
 KUMO_CHANNEL, SAKURA_CHANNEL = "C0KUMOLAB", "C0SAKURA1"
