@@ -1,4 +1,4 @@
-"""SQLModel tables. Times are stored in UTC (naive UTC on SQLite, timestamptz on Postgres via DateTime(timezone=True))."""
+"""SQLModel tables. Times are stored in UTC: timestamptz on Postgres, naive UTC text on SQLite."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from sqlalchemy.engine import make_url
 
 from bot.clusters.accounts import AwsAccounts
 from bot.config import ProgramConfig, load_program
-from bot.sandbox.moto_support import start_moto_server
+from bot.sandbox.moto_support import reset_moto_server, start_moto_server
 from bot.sandbox.seed import SeedReport, seed_program
 from bot.sandbox.world import EXAMPLE_PROGRAM, aws_environment
 
@@ -70,6 +70,14 @@ class SeededAws:
     endpoint: str
     report: SeedReport
     program: ProgramConfig
+    accounts: AwsAccounts  # Pitcrew's per-org sessions into this seeding's accounts
+
+    def intact(self) -> bool:
+        """Still seeded? moto keeps state in-process, and the sandbox's own tests empty it."""
+        from moto.sagemaker.models import sagemaker_backends
+
+        first = next(c for c in self.report.clusters if c.backend == "hyperpod")
+        return first.name in sagemaker_backends[first.account_id][first.region].clusters
 
     def state(self) -> list[tuple[Any, ...]]:
         """What a command could change, in every account and region: clusters, their nodes, EC2 instances.
@@ -93,17 +101,27 @@ class SeededAws:
 
 
 @pytest.fixture(scope="session")
-def seeded_aws() -> Iterator[SeededAws]:
+def moto_endpoint() -> Iterator[str]:
+    """One moto server for the whole run (moto's state is per process anyway), reached through the
+    standard AWS variables, AWS_ENDPOINT_URL included."""
     server, endpoint = start_moto_server()
     try:
         with aws_environment(endpoint):
-            program = load_program(EXAMPLE_PROGRAM)
-            yield SeededAws(endpoint, seed_program(program, endpoint_url=endpoint), program)
+            yield endpoint
     finally:
         server.stop()
 
 
-@pytest.fixture(scope="session")
-def aws_accounts(seeded_aws: SeededAws) -> AwsAccounts:
-    """Shared by every test's bot: STS sessions and clients are built once, as in one long-lived process."""
-    return AwsAccounts()
+_SEEDED: list[SeededAws] = []
+
+
+@pytest.fixture
+def seeded_aws(moto_endpoint: str) -> SeededAws:
+    """The example program seeded into moto: seeded once, and again only if a test emptied moto."""
+    if not _SEEDED or not _SEEDED[-1].intact():
+        reset_moto_server(moto_endpoint)
+        program = load_program(EXAMPLE_PROGRAM)
+        report = seed_program(program, endpoint_url=moto_endpoint)
+        # Fresh sessions too: a reset forgets the STS keys that mapped old sessions to their accounts.
+        _SEEDED.append(SeededAws(moto_endpoint, report, program, AwsAccounts()))
+    return _SEEDED[-1]

@@ -32,6 +32,7 @@ NODE_TYPE_TAG = "parallelcluster:node-type"
 QUEUE_TAG = "parallelcluster:queue-name"
 ORG_TAG = "pitcrew:org"
 STATUS_BATCH = 100  # describe_instance_status takes at most 100 ids per call
+_NODE_TYPE_FROM_TAG = {"Compute": "ComputeNode", "": "ComputeNode"}
 EC2_NOTE = "Seen through EC2 tags: this org has no ParallelCluster API, so status and targets are estimates."
 
 
@@ -225,7 +226,8 @@ class ParallelClusterEc2Backend:
         nodes = []
         for instance in instances:
             tags = instance["_tags"]
-            node_type = tags.get(NODE_TYPE_TAG, "ComputeNode")
+            # ParallelCluster tags compute instances "Compute"; its API calls them "ComputeNode".
+            node_type = _NODE_TYPE_FROM_TAG.get(tags.get(NODE_TYPE_TAG, ""), tags.get(NODE_TYPE_TAG, "ComputeNode"))
             state = instance["State"]["Name"]
             is_impaired = instance["InstanceId"] in impaired
             nodes.append(

@@ -9,19 +9,19 @@ from typing import Any
 
 import pytest
 
-from bot.clusters.accounts import AwsAccounts
 from bot.sandbox.slack_workspace import Message
 from bot.sandbox.world import Sandbox, run_sandbox
+from tests.conftest import SeededAws
 
 ADMIN = "U0ADMIN01"
 COORDINATION = "C0PROGRAM"
 
 
 @pytest.fixture
-def sandbox_factory(aws_accounts: AwsAccounts, tmp_path: Path) -> Callable[..., Any]:
+def sandbox_factory(seeded_aws: SeededAws, tmp_path: Path) -> Callable[..., Any]:
     def make(**kwargs: Any) -> Any:
         kwargs.setdefault("database_url", f"sqlite+aiosqlite:///{tmp_path / 'pitcrew.db'}")
-        kwargs.setdefault("accounts", aws_accounts)
+        kwargs.setdefault("accounts", seeded_aws.accounts)  # sessions built once, as in a long-lived bot
         return run_sandbox(**kwargs)
 
     return make

@@ -38,8 +38,8 @@ def create_hyperpod(accounts: AwsAccounts, program: ProgramConfig, org_id: str, 
 
 
 @pytest.fixture
-def big_cluster(seeded_aws: SeededAws, aws_accounts: AwsAccounts) -> Iterator[list[str]]:
-    sagemaker = create_hyperpod(aws_accounts, seeded_aws.program, "kumo-labs", "kumo-p5-big", 130)
+def big_cluster(seeded_aws: SeededAws) -> Iterator[list[str]]:
+    sagemaker = create_hyperpod(seeded_aws.accounts, seeded_aws.program, "kumo-labs", "kumo-p5-big", 130)
     try:
         pages = sagemaker.get_paginator("list_cluster_nodes").paginate(ClusterName="kumo-p5-big")
         node_ids = [node["InstanceId"] for page in pages for node in page["ClusterNodeSummaries"]]
@@ -65,9 +65,10 @@ async def test_cluster_over_100_nodes_is_read_whole_and_summarized(sandbox: Sand
 
 
 @pytest.fixture
-def same_name_in_two_orgs(seeded_aws: SeededAws, aws_accounts: AwsAccounts) -> Iterator[None]:
+def same_name_in_two_orgs(seeded_aws: SeededAws) -> Iterator[None]:
     clients = [
-        create_hyperpod(aws_accounts, seeded_aws.program, org, "shared-name", 2) for org in ("kumo-labs", "sakura-ai")
+        create_hyperpod(seeded_aws.accounts, seeded_aws.program, org, "shared-name", 2)
+        for org in ("kumo-labs", "sakura-ai")
     ]
     try:
         yield
