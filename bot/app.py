@@ -59,6 +59,7 @@ def build_services(
             accounts=accounts or AwsAccounts(),
             concurrency=settings.pitcrew_org_concurrency,
             timeout=settings.pitcrew_org_timeout,
+            cache_seconds=settings.pitcrew_cache_seconds,
         ),
         db=Database(url=settings.database_url),
         poster=Poster(client=client),

@@ -46,6 +46,8 @@ class Settings(BaseSettings):
     pitcrew_org_concurrency: int = Field(default=16, ge=1, le=64)
     # Seconds one org may take before its line in a reply says it timed out.
     pitcrew_org_timeout: float = Field(default=20.0, gt=0)
+    # How long an org's cluster listing is reused (0: ask AWS every time).
+    pitcrew_cache_seconds: float = Field(default=10.0, ge=0)
 
     @field_validator("slack_api_url")
     @classmethod

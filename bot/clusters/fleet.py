@@ -3,16 +3,23 @@
 boto3 is synchronous, so each org's work runs in a worker thread of a pool sized to the bound: the
 default asyncio executor has only cpu+4 threads, which on a 2-core machine would serialize a dozen orgs.
 One org's failure (AccessDenied, a timeout) becomes that org's error line, never a failed command.
+
+An org's listing is kept for a few seconds (PITCREW_CACHE_SECONDS), and concurrent requests for the same
+org share one AWS pass: a channel of people typing /cluster list at once must not multiply AWS calls
+(the control plane throttles) nor load the process that must ack Slack within 3 seconds. Replies say
+how old their data is; failures are never cached.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import TypeVar
 
 import httpx
@@ -37,6 +44,8 @@ class OrgClusters:
     org: str
     clusters: list[Cluster] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # one short line per backend that could not be read
+    as_of: datetime = field(default_factory=lambda: datetime.now(UTC))  # when AWS was asked
+    cached: bool = False  # served from the short-lived cache rather than a fresh AWS pass
 
 
 @dataclass(frozen=True)
@@ -76,11 +85,17 @@ class Fleet:
         accounts: AwsAccounts,
         concurrency: int = 16,
         timeout: float = 20.0,
+        cache_seconds: float = 10.0,
         http: httpx.Client | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._program = program
         self._accounts = accounts
         self._timeout = timeout
+        self._cache_seconds = cache_seconds
+        self._clock = clock
+        self._cache: dict[str, tuple[float, OrgClusters]] = {}  # org -> (monotonic time asked, listing)
+        self._inflight: dict[str, asyncio.Future[OrgClusters]] = {}
         self._limit = asyncio.Semaphore(concurrency)
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="aws")
         self._http = http or httpx.Client(timeout=httpx.Timeout(15.0, connect=5.0))
@@ -138,17 +153,40 @@ class Fleet:
                 errors.append(f"{backend.backend.label}: {describe_error(error)}")
         return OrgClusters(org=org.id, clusters=clusters, errors=errors)
 
+    def _fresh(self, org_id: str) -> OrgClusters | None:
+        entry = self._cache.get(org_id)
+        if entry is None or self._clock() - entry[0] >= self._cache_seconds:
+            return None
+        return replace(entry[1], cached=True)
+
+    async def _org_clusters(self, org_id: str) -> OrgClusters:
+        fresh = self._fresh(org_id)
+        if fresh is not None:
+            return fresh
+        pending = self._inflight.get(org_id)
+        if pending is not None:
+            return replace(await asyncio.shield(pending), cached=True)
+        future: asyncio.Future[OrgClusters] = asyncio.get_running_loop().create_future()
+        self._inflight[org_id] = future
+        asked = self._clock()
+        org = self._org(org_id)
+        try:
+            result = await self._in_thread(lambda: self._list_org(org))
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        except Exception as error:
+            result = OrgClusters(org=org_id, errors=[describe_error(error)])
+        finally:
+            del self._inflight[org_id]
+        if not result.errors:
+            self._cache[org_id] = (asked, result)
+        future.set_result(result)
+        return result
+
     async def list_orgs(self, org_ids: Sequence[str]) -> list[OrgClusters]:
         """Each org's clusters, in the order given; slow or failing orgs become error lines."""
-
-        async def one(org_id: str) -> OrgClusters:
-            org = self._org(org_id)
-            try:
-                return await self._in_thread(lambda: self._list_org(org))
-            except Exception as error:
-                return OrgClusters(org=org_id, errors=[describe_error(error)])
-
-        return list(await asyncio.gather(*(one(org_id) for org_id in org_ids)))
+        return list(await asyncio.gather(*(self._org_clusters(org_id) for org_id in org_ids)))
 
     async def warm(self) -> None:
         """Assume every org's role and build its clients ahead of the first command (best effort)."""
@@ -174,6 +212,9 @@ class Fleet:
         """Search the given orgs for a cluster by name, concurrently."""
 
         async def one(org_id: str) -> tuple[str, list[Cluster] | BaseException]:
+            listing = self._fresh(org_id)
+            if listing is not None:  # a recent listing holds every cluster of the org, nodes included
+                return org_id, [cluster for cluster in listing.clusters if cluster.name == name]
             org = self._org(org_id)
             try:
                 return org_id, await self._in_thread(lambda: self._find_in_org(org, name))

@@ -158,14 +158,17 @@ def help_reply(*, commands: Sequence[str], role_line: str) -> Reply:
 
 
 def cluster_list(
-    results: Sequence[OrgClusters], *, org_names: dict[str, str], tz: ZoneInfo, now: datetime, public: bool = False
+    results: Sequence[OrgClusters], *, org_names: dict[str, str], tz: ZoneInfo, public: bool = False
 ) -> Reply:
     total = sum(len(result.clusters) for result in results)
     nodes = sum(len(c.nodes) for result in results for c in result.clusters)
     unhealthy = sum(len(c.unhealthy) for result in results for c in result.clusters)
     scope = org_names[results[0].org] if len(results) == 1 else f"{len(results)} orgs"
     summary = f"{total} clusters, {nodes} nodes, {unhealthy} unhealthy"
-    blocks: list[Block] = [header(f"Clusters · {scope}"), context(f"{summary} · as of {when(now, tz)}")]
+    blocks: list[Block] = [
+        header(f"Clusters · {scope}"),
+        context(f"{summary} · as of {when(min(r.as_of for r in results), tz)}"),
+    ]
     fallback = [f"Clusters of {scope}: {summary}"]
     for result in results:
         lines = [f"*{escape(org_names[result.org])}* (`{result.org}`)"]

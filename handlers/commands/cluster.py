@@ -102,11 +102,9 @@ async def _list(services: Services, parsed: ListClusters, *, user_id: str, chann
             return Answer(blocks.refusal(decision.reason), Outcome.REFUSED, parsed.target, decision.reason)
         org_ids = [parsed.target]
     results = await services.fleet.list_orgs(org_ids)
-    # Recording what was seen must not delay the reply.
-    services.spawn(services.remember([c for r in results for c in r.clusters]))
-    reply = blocks.cluster_list(
-        results, org_names=services.org_names, tz=services.tz, now=services.clock(), public=parsed.public
-    )
+    # Recording what was seen (fresh from AWS, not from the cache) must not delay the reply.
+    services.spawn(services.remember([c for r in results if not r.cached for c in r.clusters]))
+    reply = blocks.cluster_list(results, org_names=services.org_names, tz=services.tz, public=parsed.public)
     return Answer(reply, org_id=org_ids[0] if len(org_ids) == 1 else None)
 
 

@@ -72,7 +72,7 @@ def test_list_of_many_orgs_fits_and_says_what_is_hidden() -> None:
         for i in range(12)
     ]
     names = {f"org-{i}": f"Org {i}" for i in range(12)}
-    reply = blocks.cluster_list(results, org_names=names, tz=TZ, now=NOW)
+    reply = blocks.cluster_list(results, org_names=names, tz=TZ)
     assert_within_limits(reply.as_message())
     if len(reply.blocks) == 50:
         assert "not shown" in reply.blocks[-1]["elements"][0]["text"]
@@ -83,7 +83,7 @@ def test_list_shows_errors_as_lines() -> None:
         OrgClusters(org="a", clusters=[make_cluster("c1", nodes=2, org="a")]),
         OrgClusters(org="b", errors=["HyperPod: AWS refused access (AccessDenied)"]),
     ]
-    reply = blocks.cluster_list(results, org_names={"a": "A", "b": "B"}, tz=TZ, now=NOW)
+    reply = blocks.cluster_list(results, org_names={"a": "A", "b": "B"}, tz=TZ)
     body = "\n".join(b["text"]["text"] for b in reply.blocks if b["type"] == "section")
     assert "c1" in body and "AccessDenied" in body
     assert "2 orgs" in reply.text
