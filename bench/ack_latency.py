@@ -88,6 +88,7 @@ async def main() -> None:
     parser.add_argument("--levels", default="1,5,20")
     parser.add_argument("--replies", type=int, default=50, help="commands timed until their reply, at concurrency 1")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--cache-seconds", type=float, help="PITCREW_CACHE_SECONDS for the bot (default: its own)")
     args = parser.parse_args()
     levels = [int(level) for level in args.levels.split(",")]
     python = sys.executable
@@ -121,6 +122,7 @@ async def main() -> None:
                 "SLACK_SIGNING_SECRET": SIGNING_SECRET,
                 "SLACK_BOT_TOKEN": BOT_TOKEN,
                 "DATABASE_URL": f"sqlite+aiosqlite:///{work}/pitcrew.db",
+                **({"PITCREW_CACHE_SECONDS": str(args.cache_seconds)} if args.cache_seconds is not None else {}),
                 "PITCREW_CONFIG": str(program_file),
             }
             bot = start([python, "-m", "bot", "serve", "--port", str(bot_port)], bot_env, work / "bot.log")
@@ -205,6 +207,7 @@ async def main() -> None:
                 f"{args.replies} runs): p50 {figures['reply']['p50_ms']:.0f} ms, "
                 f"p99 {figures['reply']['p99_ms']:.0f} ms"
             )
+            figures["cache_seconds"] = args.cache_seconds  # type: ignore[assignment]
             figures["machine"] = {
                 "cpus": os.cpu_count() or 0,
                 "python": platform.python_version(),

@@ -135,5 +135,6 @@ async def start(services: Services) -> None:
 
 async def stop(services: Services) -> None:
     await services.drain()
+    await services.poster.aclose()
     services.fleet.close()
     await services.db.dispose()

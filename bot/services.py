@@ -69,6 +69,7 @@ class Services:
     async def audit(
         self,
         *,
+        at: datetime,
         user_id: str,
         channel_id: str,
         command: str,
@@ -78,7 +79,7 @@ class Services:
         detail: str = "",
     ) -> None:
         entry = AuditEntry(
-            at=self.clock(),
+            at=at,
             user_id=user_id,
             channel_id=channel_id,
             org_id=org_id,

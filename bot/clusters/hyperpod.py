@@ -20,14 +20,7 @@ PAGE_SIZE = 100  # the API's maximum; fewer round trips for big clusters
 
 
 def _missing(error: ClientError) -> bool:
-    # AWS says ResourceNotFound; moto says ValidationException "... does not exist".
-    code = error.response.get("Error", {}).get("Code", "")
-    message = error.response.get("Error", {}).get("Message", "")
-    return (
-        code in ("ResourceNotFound", "ResourceNotFoundException")
-        or (code == "ValidationException" and "not" in message.lower() and "exist" in message.lower())
-        or (code == "ValidationException" and "not found" in message.lower())
-    )
+    return error.response.get("Error", {}).get("Code") in ("ResourceNotFound", "ResourceNotFoundException")
 
 
 class HyperPodBackend:

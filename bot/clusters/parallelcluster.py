@@ -198,36 +198,38 @@ class ParallelClusterEc2Backend:
         self._ec2 = ec2
         self._check_tag = shared_account
 
-    def _instances(self, name: str | None = None) -> dict[str, list[dict[str, Any]]]:
+    def _instances(self, name: str | None = None) -> dict[str, list[tuple[dict[str, Any], dict[str, str]]]]:
+        """Instances per cluster name, each with its tags as a dict."""
         filters = [{"Name": f"tag:{NAME_TAG}", "Values": [name]} if name else {"Name": "tag-key", "Values": [NAME_TAG]}]
         if self._check_tag:
             filters.append({"Name": f"tag:{ORG_TAG}", "Values": [self._org]})
-        by_cluster: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        by_cluster: dict[str, list[tuple[dict[str, Any], dict[str, str]]]] = defaultdict(list)
         for page in self._ec2.get_paginator("describe_instances").paginate(Filters=filters):
             for reservation in page["Reservations"]:
                 for instance in reservation["Instances"]:
                     tags = {tag["Key"]: tag["Value"] for tag in instance.get("Tags", [])}
-                    instance["_tags"] = tags
-                    by_cluster[tags[NAME_TAG]].append(instance)
+                    by_cluster[tags[NAME_TAG]].append((instance, tags))
         return by_cluster
 
     def list_clusters(self) -> list[Cluster]:
         by_cluster = self._instances()
-        impaired = _impaired(self._ec2, [i["InstanceId"] for items in by_cluster.values() for i in items])
+        impaired = _impaired(self._ec2, [i["InstanceId"] for items in by_cluster.values() for i, _ in items])
         return [self._cluster(name, by_cluster[name], impaired) for name in sorted(by_cluster)]
 
     def get_cluster(self, name: str) -> Cluster:
         instances = self._instances(name).get(name)
         if not instances:
             raise ClusterNotFound(name)
-        return self._cluster(name, instances, _impaired(self._ec2, [i["InstanceId"] for i in instances]))
+        return self._cluster(name, instances, _impaired(self._ec2, [i["InstanceId"] for i, _ in instances]))
 
-    def _cluster(self, name: str, instances: list[dict[str, Any]], impaired: set[str]) -> Cluster:
+    def _cluster(
+        self, name: str, instances: list[tuple[dict[str, Any], dict[str, str]]], impaired: set[str]
+    ) -> Cluster:
         nodes = []
-        for instance in instances:
-            tags = instance["_tags"]
+        for instance, tags in instances:
             # ParallelCluster tags compute instances "Compute"; its API calls them "ComputeNode".
-            node_type = _NODE_TYPE_FROM_TAG.get(tags.get(NODE_TYPE_TAG, ""), tags.get(NODE_TYPE_TAG, "ComputeNode"))
+            tagged = tags.get(NODE_TYPE_TAG, "")
+            node_type = _NODE_TYPE_FROM_TAG.get(tagged, tagged)
             state = instance["State"]["Name"]
             is_impaired = instance["InstanceId"] in impaired
             nodes.append(

@@ -7,21 +7,25 @@ client's rate-limit retry handler (configured in bot.app).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Callable
 
+import httpx
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.blocks import Reply
 
-Respond = Callable[..., Awaitable[Any]]
+log = logging.getLogger(__name__)
 POST_INTERVAL = 1.0  # seconds between posts to one channel (chat.postMessage's special tier)
 
 
 class Poster:
     def __init__(self, *, client: AsyncWebClient, clock: Callable[[], float] = time.monotonic) -> None:
         self._client = client
+        # Response URLs get one pooled, keep-alive client; Bolt's respond() opens a new session per call,
+        # work that competes with acking the next command under load.
+        self._http = httpx.AsyncClient(timeout=httpx.Timeout(10.0, connect=5.0))
         self._clock = clock
         self._channel_locks: dict[str, asyncio.Lock] = {}
         self._last_post: dict[str, float] = {}
@@ -30,14 +34,28 @@ class Poster:
     def client(self) -> AsyncWebClient:
         return self._client
 
-    async def respond(self, respond: Respond, reply: Reply) -> None:
-        """Answer a command or click through its response URL: ephemeral unless the reply is public."""
-        await respond(
-            text=reply.text,
-            blocks=reply.blocks,
-            response_type="in_channel" if reply.public else "ephemeral",
-            replace_original=False,
-        )
+    async def respond(self, response_url: str, reply: Reply) -> bool:
+        """Answer a command or click through its response URL: ephemeral unless the reply is public.
+
+        Returns False (and logs) when Slack refused it, e.g. a URL used 5 times or older than 30 minutes."""
+        payload = {
+            "text": reply.text,
+            "blocks": reply.blocks,
+            "response_type": "in_channel" if reply.public else "ephemeral",
+            "replace_original": False,
+        }
+        try:
+            answer = await self._http.post(response_url, json=payload)
+        except httpx.HTTPError as error:
+            log.warning("response URL unreachable: %r", error)
+            return False
+        if answer.status_code != 200:
+            log.warning("response URL refused the reply: %s %s", answer.status_code, answer.text[:200])
+            return False
+        return True
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
 
     async def ephemeral(self, *, channel: str, user: str, reply: Reply) -> None:
         await self._client.chat_postEphemeral(channel=channel, user=user, text=reply.text, blocks=reply.blocks)

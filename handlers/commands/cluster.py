@@ -7,7 +7,6 @@ from logging import Logger
 from typing import Any
 
 from slack_bolt.context.ack.async_ack import AsyncAck
-from slack_bolt.context.respond.async_respond import AsyncRespond
 
 from bot.access import NOT_A_MEMBER, Action
 from bot.commands import (
@@ -37,18 +36,20 @@ class Answer:
 
 
 async def cluster_command_callback(
-    ack: AsyncAck, command: dict[str, Any], respond: AsyncRespond, context: dict[str, Any], logger: Logger
+    ack: AsyncAck, command: dict[str, Any], context: dict[str, Any], logger: Logger
 ) -> None:
     await ack()  # empty ack: the one reply goes through the response URL
     services: Services = context["services"]
+    received = services.clock()
     user_id, channel_id, text = command["user_id"], command["channel_id"], command.get("text") or ""
     try:
         answer = await answer_cluster_command(services, user_id=user_id, channel_id=channel_id, text=text)
     except Exception:
         logger.exception("/cluster %r from %s failed", text[:200], user_id)
         answer = Answer(blocks.problem(INTERNAL_ERROR), Outcome.FAILED, detail="internal error")
-    await services.poster.respond(respond, answer.reply)
+    await services.poster.respond(command["response_url"], answer.reply)
     await services.audit(
+        at=received,
         user_id=user_id,
         channel_id=channel_id,
         command="/cluster",

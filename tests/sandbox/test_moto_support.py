@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import boto3
@@ -24,15 +23,6 @@ ACCOUNT = "123456789012"  # moto's default account, for the base "testing" keys
 REGION = "us-east-1"
 LIFECYCLE = {"SourceS3Uri": "s3://sagemaker-test-lifecycle/base-config/", "OnCreate": "on_create.sh"}
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/SageMakerHyperPodExecutionRole"
-
-
-@pytest.fixture(scope="module")
-def endpoint(moto_endpoint: str) -> Iterator[str]:
-    """The session's moto server (tests/conftest.py), emptied for this module's tests and after them:
-    moto keeps its state in this process, so other tests re-seed what they need."""
-    reset_moto_server(moto_endpoint)
-    yield moto_endpoint
-    reset_moto_server(moto_endpoint)
 
 
 @pytest.fixture(autouse=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -39,15 +39,6 @@ def _check(spec: dict[str, Any], schema: str, body: Any) -> None:
     validator = Draft7Validator({"$ref": f"#/components/schemas/{schema}", "components": spec["components"]})
     errors = sorted(validator.iter_errors(body), key=str)
     assert not errors, f"{schema}: " + "; ".join(error.message for error in errors[:5])
-
-
-@pytest.fixture(scope="module")
-def endpoint(moto_endpoint: str) -> Iterator[str]:
-    """The session's moto server (tests/conftest.py), emptied for this module's tests and after them:
-    moto keeps its state in this process, so other tests re-seed what they need."""
-    reset_moto_server(moto_endpoint)
-    yield moto_endpoint
-    reset_moto_server(moto_endpoint)
 
 
 @pytest.fixture(autouse=True)

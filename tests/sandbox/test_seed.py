@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,15 +21,6 @@ from bot.sandbox.seed import CURATED_LAYOUT, MAX_CLUSTER_NODES, SeedReport, plan
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "program.example.yml"
 HEAD_AND_CONTROLLER = {"m5.8xlarge", "m5.12xlarge"}
-
-
-@pytest.fixture(scope="module")
-def endpoint(moto_endpoint: str) -> Iterator[str]:
-    """The session's moto server (tests/conftest.py), emptied for this module's tests and after them:
-    moto keeps its state in this process, so other tests re-seed what they need."""
-    reset_moto_server(moto_endpoint)
-    yield moto_endpoint
-    reset_moto_server(moto_endpoint)
 
 
 @pytest.fixture(scope="module")
