@@ -1,9 +1,10 @@
 """Benchmark (not a test): how fast `pitcrew serve` acks `/cluster list all`, next to a bare Bolt app.
 
 Processes, as in production: the sandbox's AWS (moto, seeded with the 12-org example program, plus the
-ParallelCluster API emulator) in one process; `pitcrew serve` in another; the peer, a Bolt app on the
-same server stack that only acks (bench/bare_bolt.py), in a third. This process plays Slack: a local
-Slack workspace sends signed slash commands and receives the replies on its response URLs.
+ParallelCluster API emulator); `pitcrew serve`; the peer, a Bolt app on the same server stack that only
+acks (bench/bare_bolt.py); and one local Slack workspace per app (bench/slack_process.py) that hands out
+slash-command forms with live response URLs and takes the replies. This process only signs, sends and
+times, so its measurements do not queue behind reply handling.
 
 For each concurrency level, N signed commands go to each app, interleaved in rounds so that machine
 noise hits both alike. Printed: p50/p99 ack latency for both, their ratio, and, at concurrency 1, the
@@ -26,8 +27,10 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack, ExitStack
+from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 
@@ -36,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from bot.config import load_program  # noqa: E402
 from bot.sandbox.asgi_server import serve_asgi  # noqa: E402
-from bot.sandbox.slack_workspace import LocalSlack  # noqa: E402
+from bot.sandbox.slack_workspace import LocalSlack, signed_headers  # noqa: E402
 from bot.sandbox.world import BOT_TOKEN, SANDBOX_AWS_ENV, SIGNING_SECRET, workspace_people  # noqa: E402
 
 ADMIN, CHANNEL = "U0ADMIN01", "C0PROGRAM"
@@ -82,102 +85,133 @@ async def run_level(send: Callable[[], Awaitable[float]], n: int, concurrency: i
     return latencies
 
 
+class App:
+    """One app under test, with the local Slack process that takes its replies."""
+
+    def __init__(self, name: str, events_url: str, slack_url: str, http: httpx.AsyncClient) -> None:
+        self.name, self.events_url, self.slack_url, self._http = name, events_url, slack_url, http
+        self._forms: list[dict[str, str]] = []
+
+    async def prepare(self, count: int) -> None:
+        """Forms with live response URLs, fetched before timing starts."""
+        answer = await self._http.post(
+            f"{self.slack_url}/console/command-forms",
+            json={"user_id": ADMIN, "channel_id": CHANNEL, "command": "/cluster", "text": "list all", "count": count},
+        )
+        self._forms = answer.json()["forms"]
+
+    async def send(self) -> float:
+        """Sign and send one command; the time until its ack (HTTP 200) comes back."""
+        body = urlencode(self._forms.pop())
+        headers = signed_headers(body, secret=SIGNING_SECRET, timestamp=int(time.time()))
+        started = time.perf_counter()
+        response = await self._http.post(self.events_url, content=body, headers=headers)
+        elapsed = time.perf_counter() - started
+        if response.status_code != 200:
+            raise RuntimeError(f"{self.name} answered {response.status_code}")
+        return elapsed
+
+
+async def replies_settled(apps: list[App], http: httpx.AsyncClient, settle: float = 1.0) -> None:
+    """Wait until the apps' replies stop arriving, so one level's tail does not load the next."""
+    previous = None
+    while True:
+        counts = [(await http.get(f"{app.slack_url}/console/state", params={"user": ADMIN})).text for app in apps]
+        current = [len(text) for text in counts]
+        if current == previous:
+            return
+        previous = current
+        await asyncio.sleep(settle)
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=500, help="commands per app per concurrency level")
     parser.add_argument("--levels", default="1,5,20")
     parser.add_argument("--replies", type=int, default=50, help="commands timed until their reply, at concurrency 1")
-    parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--cache-seconds", type=float, help="PITCREW_CACHE_SECONDS for the bot (default: its own)")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     levels = [int(level) for level in args.levels.split(",")]
     python = sys.executable
 
     with ExitStack() as stack:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="pitcrew-bench-")))
-        aws_port, bot_port, bare_port = free_port(), free_port(), free_port()
+        ports = {name: free_port() for name in ("aws", "bot", "bare", "slack-bot", "slack-bare")}
         program_file = work / "program.yml"
         env = {**os.environ, **SANDBOX_AWS_ENV}
-        aws = start(
-            [python, "bench/sandbox_aws.py", "--port", str(aws_port), "--program-out", str(program_file)],
-            env,
-            work / "aws.log",
-        )
-        stack.callback(aws.terminate)
-        await wait_healthy(f"http://127.0.0.1:{aws_port}/ready", timeout=120)
-        endpoint = (work / "aws.log").read_text().split("MOTO_ENDPOINT=")[1].split()[0]
 
-        async with AsyncExitStack() as astack:
-            users, channels = workspace_people(load_program(program_file))
-            # One local Slack per app, so each app's replies and calls are counted apart.
-            slacks = {}
-            for target in ("pitcrew", "bare"):
-                slack = LocalSlack(signing_secret=SIGNING_SECRET, bot_token=BOT_TOKEN, users=users, channels=channels)
-                slack.base_url = await astack.enter_async_context(serve_asgi(slack.app))
-                slacks[target] = slack
-            bot_env = {
-                **env,
+        def spawn(name: str, argv: list[str], extra_env: dict[str, str] | None = None) -> None:
+            process = start([python, *argv], {**env, **(extra_env or {})}, work / f"{name}.log")
+            stack.callback(process.terminate)
+
+        spawn("aws", ["bench/sandbox_aws.py", "--port", str(ports["aws"]), "--program-out", str(program_file)])
+        await wait_healthy(f"http://127.0.0.1:{ports['aws']}/ready", timeout=120)
+        endpoint = (work / "aws.log").read_text().split("MOTO_ENDPOINT=")[1].split()[0]
+        slack_urls = {app: f"http://127.0.0.1:{ports['slack-' + app]}" for app in ("bot", "bare")}
+        for app, url in slack_urls.items():
+            spawn(
+                f"slack-{app}",
+                ["bench/slack_process.py", "--port", url.rsplit(":", 1)[1], "--program", str(program_file)],
+            )
+            await wait_healthy(f"{url}/console/state")
+        cache = {} if args.cache_seconds is None else {"PITCREW_CACHE_SECONDS": str(args.cache_seconds)}
+        spawn(
+            "bot",
+            ["-m", "bot", "serve", "--port", str(ports["bot"])],
+            {
                 "AWS_ENDPOINT_URL": endpoint,
-                "SLACK_API_URL": slacks["pitcrew"].api_url,
+                "SLACK_API_URL": f"{slack_urls['bot']}/api/",
                 "SLACK_SIGNING_SECRET": SIGNING_SECRET,
                 "SLACK_BOT_TOKEN": BOT_TOKEN,
                 "DATABASE_URL": f"sqlite+aiosqlite:///{work}/pitcrew.db",
-                **({"PITCREW_CACHE_SECONDS": str(args.cache_seconds)} if args.cache_seconds is not None else {}),
                 "PITCREW_CONFIG": str(program_file),
+                **cache,
+            },
+        )
+        spawn(
+            "bare",
+            [
+                "bench/bare_bolt.py",
+                "--port",
+                str(ports["bare"]),
+                "--signing-secret",
+                SIGNING_SECRET,
+                "--slack-api-url",
+                f"{slack_urls['bare']}/api/",
+                "--token",
+                BOT_TOKEN,
+            ],
+        )
+        await wait_healthy(f"http://127.0.0.1:{ports['bot']}/healthz")
+        await wait_healthy(f"http://127.0.0.1:{ports['bare']}/healthz")
+
+        limits = httpx.Limits(max_connections=100, max_keepalive_connections=100)
+        async with httpx.AsyncClient(timeout=30, limits=limits) as http:
+            apps = {
+                "bare": App("bare", f"http://127.0.0.1:{ports['bare']}/slack/events", slack_urls["bare"], http),
+                "pitcrew": App("pitcrew", f"http://127.0.0.1:{ports['bot']}/slack/events", slack_urls["bot"], http),
             }
-            bot = start([python, "-m", "bot", "serve", "--port", str(bot_port)], bot_env, work / "bot.log")
-            stack.callback(bot.terminate)
-            bare = start(
-                [
-                    python,
-                    "bench/bare_bolt.py",
-                    "--port",
-                    str(bare_port),
-                    "--signing-secret",
-                    SIGNING_SECRET,
-                    "--slack-api-url",
-                    slacks["bare"].api_url,
-                    "--token",
-                    BOT_TOKEN,
-                ],
-                env,
-                work / "bare.log",
-            )
-            stack.callback(bare.terminate)
-            await wait_healthy(f"http://127.0.0.1:{bot_port}/healthz")
-            await wait_healthy(f"http://127.0.0.1:{bare_port}/healthz")
-            slacks["pitcrew"].events_url = f"http://127.0.0.1:{bot_port}/slack/events"
-            slacks["bare"].events_url = f"http://127.0.0.1:{bare_port}/slack/events"
+            for app in apps.values():  # warm-up: imports, auth.test, first AWS sessions
+                await app.prepare(10)
+                await run_level(app.send, 10, 1)
+            await replies_settled(list(apps.values()), http)
 
-            async def send(target: str) -> float:
-                started = time.perf_counter()
-                response = await slacks[target].send_command(
-                    user_id=ADMIN, channel_id=CHANNEL, command="/cluster", text="list all"
-                )
-                elapsed = time.perf_counter() - started
-                if response.status_code != 200:
-                    raise RuntimeError(f"{target} answered {response.status_code}")
-                return elapsed
-
-            # Rounds of 50 alternate between the apps, so machine noise hits both alike.
-            for target in ("bare", "pitcrew"):  # warm-up: imports, auth.test, first AWS sessions
-                await run_level(lambda t=target: send(t), 10, 1)
-            await _drain(slacks["pitcrew"])
-
-            figures: dict[str, dict[str, float]] = {}
+            figures: dict[str, Any] = {"n": args.n, "cache_seconds": args.cache_seconds}
             for level in levels:
                 acks: dict[str, list[float]] = {"bare": [], "pitcrew": []}
                 done = 0
-                while done < args.n:
+                while done < args.n:  # rounds of 50 alternate between the apps: noise hits both alike
                     chunk = min(50, args.n - done)
-                    for target in ("bare", "pitcrew"):
-                        acks[target] += await run_level(lambda t=target: send(t), chunk, level)
+                    for name, app in apps.items():
+                        await app.prepare(chunk)
+                        acks[name] += await run_level(app.send, chunk, level)
                     done += chunk
-                await _drain(slacks["pitcrew"])
+                await replies_settled(list(apps.values()), http)
                 row = {}
-                for target, values in acks.items():
-                    row[f"{target}_p50_ms"] = statistics.median(values) * 1000
-                    row[f"{target}_p99_ms"] = percentile(values, 99) * 1000
+                for name, values in acks.items():
+                    row[f"{name}_p50_ms"] = statistics.median(values) * 1000
+                    row[f"{name}_p99_ms"] = percentile(values, 99) * 1000
                 row["ratio_p50"] = row["pitcrew_p50_ms"] / row["bare_p50_ms"]
                 row["ratio_p99"] = row["pitcrew_p99_ms"] / row["bare_p99_ms"]
                 figures[f"c{level}"] = row
@@ -188,16 +222,21 @@ async def main() -> None:
                     flush=True,
                 )
 
-            reply_times = []
-            slack = slacks["pitcrew"]
-            for _ in range(args.replies):
-                before = len(slack.messages)
-                started = time.perf_counter()
-                await slack.send_command(user_id=ADMIN, channel_id=CHANNEL, command="/cluster", text="list all")
-                await slack.wait_for(
-                    lambda m, b=before: m.via == "response_url" and slack.messages.index(m) >= b, timeout=30
-                )
-                reply_times.append(time.perf_counter() - started)
+            # Time to the reply: a local Slack in this process takes the replies (response URLs are per
+            # command), at concurrency 1, so its own work cannot queue behind other commands.
+            users, channels = workspace_people(load_program(program_file))
+            slack = LocalSlack(signing_secret=SIGNING_SECRET, bot_token=BOT_TOKEN, users=users, channels=channels)
+            async with serve_asgi(slack.app) as slack.base_url:
+                slack.events_url = apps["pitcrew"].events_url
+                reply_times = []
+                for _ in range(args.replies):
+                    before = len(slack.messages)
+                    started = time.perf_counter()
+                    await slack.send_command(user_id=ADMIN, channel_id=CHANNEL, command="/cluster", text="list all")
+                    await slack.wait_for(
+                        lambda m, b=before: m.via == "response_url" and slack.messages.index(m) >= b, timeout=30
+                    )
+                    reply_times.append(time.perf_counter() - started)
             figures["reply"] = {
                 "p50_ms": statistics.median(reply_times) * 1000,
                 "p99_ms": percentile(reply_times, 99) * 1000,
@@ -207,23 +246,13 @@ async def main() -> None:
                 f"{args.replies} runs): p50 {figures['reply']['p50_ms']:.0f} ms, "
                 f"p99 {figures['reply']['p99_ms']:.0f} ms"
             )
-            figures["cache_seconds"] = args.cache_seconds  # type: ignore[assignment]
             figures["machine"] = {
                 "cpus": os.cpu_count() or 0,
                 "python": platform.python_version(),
                 "platform": platform.platform(),
-            }  # type: ignore[dict-item]
+            }
             if args.json:
                 args.json.write_text(json.dumps(figures, indent=2))
-
-
-async def _drain(slack: LocalSlack, settle: float = 0.5) -> None:
-    """Wait until replies stop arriving, so one level's tail does not load the next."""
-    while True:
-        count = len(slack.messages)
-        await asyncio.sleep(settle)
-        if len(slack.messages) == count:
-            return
 
 
 if __name__ == "__main__":

@@ -108,6 +108,17 @@ class SlackApiFailure(Exception):
         self.extra = extra
 
 
+def signed_headers(body: str, *, secret: str, timestamp: int) -> dict[str, str]:
+    """Headers of a request from Slack: v0 HMAC-SHA256 over `v0:{timestamp}:{body}`."""
+    signature = SignatureVerifier(secret).generate_signature(timestamp=str(timestamp), body=body)
+    return {
+        "Content-Type": "application/x-www-form-urlencoded",
+        "X-Slack-Request-Timestamp": str(timestamp),
+        "X-Slack-Signature": signature or "",
+        "User-Agent": "Slackbot 1.0 (+https://api.slack.com/robots)",
+    }
+
+
 class LocalSlack:
     """An in-process Slack workspace serving the Web API, response_urls and the console as one ASGI app."""
 
@@ -173,6 +184,7 @@ class LocalSlack:
                 Route("/console/state", self._handle_console_state, methods=["GET"]),
                 Route("/console/command", self._handle_console_command, methods=["POST"]),
                 Route("/console/action", self._handle_console_action, methods=["POST"]),
+                Route("/console/command-forms", self._handle_console_command_forms, methods=["POST"]),
             ],
             lifespan=self._lifespan,
         )
@@ -205,6 +217,15 @@ class LocalSlack:
         signing_secret: str | None = None,
     ) -> httpx.Response:
         """Deliver a slash command to the bot as Slack would, and show any ack body to the user."""
+        form = self.slash_command_form(user_id=user_id, channel_id=channel_id, command=command, text=text)
+        response = await self._deliver(urlencode(form), timestamp=timestamp, signing_secret=signing_secret)
+        if response.status_code == 200 and response.content:
+            self._show_ack_body(response, user_id=user_id, channel_id=channel_id)
+        return response
+
+    def slash_command_form(self, *, user_id: str, channel_id: str, command: str, text: str) -> dict[str, str]:
+        """The form Slack posts for a slash command, with a response URL of its own; the command is shown
+        to its author. send_command delivers it; the benchmark signs and sends batches of them itself."""
         token = self._new_response_url(user_id=user_id, channel_id=channel_id)
         form = {
             "token": VERIFICATION_TOKEN,
@@ -232,10 +253,7 @@ class LocalSlack:
                 via="command",
             )
         )
-        response = await self._deliver(urlencode(form), timestamp=timestamp, signing_secret=signing_secret)
-        if response.status_code == 200 and response.content:
-            self._show_ack_body(response, user_id=user_id, channel_id=channel_id)
-        return response
+        return form
 
     async def click(
         self,
@@ -354,15 +372,11 @@ class LocalSlack:
     async def _deliver(self, body: str, *, timestamp: int | None, signing_secret: str | None) -> httpx.Response:
         if not self.events_url:
             raise RuntimeError("LocalSlack.events_url is not set; point it at the bot's /slack/events URL")
-        ts = str(timestamp if timestamp is not None else int(self.clock()))
-        verifier = SignatureVerifier(signing_secret if signing_secret is not None else self.signing_secret)
-        signature = verifier.generate_signature(timestamp=ts, body=body)
-        headers = {
-            "Content-Type": "application/x-www-form-urlencoded",
-            "X-Slack-Request-Timestamp": ts,
-            "X-Slack-Signature": signature or "",
-            "User-Agent": "Slackbot 1.0 (+https://api.slack.com/robots)",
-        }
+        headers = signed_headers(
+            body,
+            secret=signing_secret if signing_secret is not None else self.signing_secret,
+            timestamp=timestamp if timestamp is not None else int(self.clock()),
+        )
         started = time.monotonic()
         response = await self._client().post(self.events_url, content=body.encode(), headers=headers)
         elapsed = time.monotonic() - started
@@ -884,6 +898,22 @@ class LocalSlack:
     async def _handle_console_state(self, request: Request) -> Response:
         user_id = request.query_params.get("user") or next(iter(self.users), "")
         return JSONResponse(self.console_state(user_id))
+
+    async def _handle_console_command_forms(self, request: Request) -> Response:
+        """Unsigned slash-command forms with live response URLs, for a load generator that signs and sends
+        them itself (bench/ack_latency.py), so that measuring is not slowed by this server's own work."""
+        data = await _json_object(request)
+        count = min(int(data.get("count") or 1), 1000)
+        forms = [
+            self.slash_command_form(
+                user_id=str(data.get("user_id") or ""),
+                channel_id=str(data.get("channel_id") or ""),
+                command=str(data.get("command") or ""),
+                text=str(data.get("text") or ""),
+            )
+            for _ in range(count)
+        ]
+        return JSONResponse({"forms": forms})
 
     async def _handle_console_command(self, request: Request) -> Response:
         data = await _json_object(request)

@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Callable
 
-import httpx
+import aiohttp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.blocks import Reply
@@ -23,9 +23,11 @@ POST_INTERVAL = 1.0  # seconds between posts to one channel (chat.postMessage's 
 class Poster:
     def __init__(self, *, client: AsyncWebClient, clock: Callable[[], float] = time.monotonic) -> None:
         self._client = client
-        # Response URLs get one pooled, keep-alive client; Bolt's respond() opens a new session per call,
-        # work that competes with acking the next command under load.
-        self._http = httpx.AsyncClient(timeout=httpx.Timeout(10.0, connect=5.0))
+        # Response URLs get one pooled, keep-alive aiohttp session (made in the running loop on first use).
+        # Bolt's respond() opens a new session per call, and httpx's async client costs several times
+        # more CPU per request here (measured with py-spy under bench/ack_latency.py): either would
+        # compete with acking the next command under load.
+        self._http: aiohttp.ClientSession | None = None
         self._clock = clock
         self._channel_locks: dict[str, asyncio.Lock] = {}
         self._last_post: dict[str, float] = {}
@@ -44,18 +46,21 @@ class Poster:
             "response_type": "in_channel" if reply.public else "ephemeral",
             "replace_original": False,
         }
+        if self._http is None:
+            self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10, connect=5))
         try:
-            answer = await self._http.post(response_url, json=payload)
-        except httpx.HTTPError as error:
+            async with self._http.post(response_url, json=payload) as answer:
+                if answer.status != 200:
+                    log.warning("response URL refused the reply: %s %s", answer.status, (await answer.text())[:200])
+                    return False
+        except (aiohttp.ClientError, TimeoutError) as error:
             log.warning("response URL unreachable: %r", error)
-            return False
-        if answer.status_code != 200:
-            log.warning("response URL refused the reply: %s %s", answer.status_code, answer.text[:200])
             return False
         return True
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        if self._http is not None:
+            await self._http.close()
 
     async def ephemeral(self, *, channel: str, user: str, reply: Reply) -> None:
         await self._client.chat_postEphemeral(channel=channel, user=user, text=reply.text, blocks=reply.blocks)
