@@ -19,6 +19,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from bot.access import AccessPolicy
+from bot.audit import AuditLog
 from bot.clusters.accounts import AwsAccounts
 from bot.clusters.fleet import Fleet
 from bot.config import ProgramConfig, Settings
@@ -50,6 +51,7 @@ def build_slack_client(settings: Settings) -> AsyncWebClient:
 def build_services(
     *, settings: Settings, program: ProgramConfig, client: AsyncWebClient, accounts: AwsAccounts | None = None
 ) -> Services:
+    db = Database(url=settings.database_url)
     return Services(
         settings=settings,
         program=program,
@@ -61,8 +63,9 @@ def build_services(
             timeout=settings.pitcrew_org_timeout,
             cache_seconds=settings.pitcrew_cache_seconds,
         ),
-        db=Database(url=settings.database_url),
+        db=db,
         poster=Poster(client=client),
+        audit=AuditLog(db=db),
     )
 
 
@@ -135,6 +138,7 @@ async def start(services: Services) -> None:
 
 async def stop(services: Services) -> None:
     await services.drain()
+    await services.audit.close()
     await services.poster.aclose()
     services.fleet.close()
     await services.db.dispose()

@@ -34,7 +34,8 @@ def serve(settings: Settings, host: str, port: int) -> int:
     from bot.app import build_app
 
     pitcrew = build_app(settings=settings, program=_program(settings))
-    uvicorn.run(pitcrew.asgi, host=host, port=port, log_level="info")
+    # No access log: Slack's requests would log a line each, and Pitcrew audits what matters.
+    uvicorn.run(pitcrew.asgi, host=host, port=port, log_level="info", access_log=False)
     return 0
 
 

@@ -11,13 +11,14 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from bot.access import AccessPolicy
+from bot.audit import AuditLog
 from bot.clusters.fleet import Fleet
 from bot.clusters.model import Cluster
 from bot.config import ProgramConfig, Settings
 from bot.slack.poster import Poster
 from storage import crud
 from storage.db import Database
-from storage.models import AuditEntry, ClusterSeen, Org, Outcome
+from storage.models import ClusterSeen, Org
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,7 @@ class Services:
     fleet: Fleet
     db: Database
     poster: Poster
+    audit: AuditLog
     clock: Callable[[], datetime] = utc_now
     _background: set[asyncio.Task[None]] = field(default_factory=set)
 
@@ -44,8 +46,10 @@ class Services:
         task.add_done_callback(self._background.discard)
 
     async def drain(self) -> None:
+        """Wait for background work and write what the audit log holds (tests and shutdown)."""
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
+        await self.audit.flush()
 
     @property
     def tz(self) -> ZoneInfo:
@@ -65,31 +69,6 @@ class Services:
         ]
         async with self.db.session() as session:
             await crud.sync_orgs(session, orgs=rows)
-
-    async def audit(
-        self,
-        *,
-        at: datetime,
-        user_id: str,
-        channel_id: str,
-        command: str,
-        text: str,
-        outcome: Outcome,
-        org_id: str | None = None,
-        detail: str = "",
-    ) -> None:
-        entry = AuditEntry(
-            at=at,
-            user_id=user_id,
-            channel_id=channel_id,
-            org_id=org_id,
-            command=command,
-            text=text[:1000],
-            outcome=outcome.value,
-            detail=detail[:2000],
-        )
-        async with self.db.session() as session:
-            await crud.add_audit(session, entry=entry)
 
     async def remember(self, clusters: Sequence[Cluster]) -> None:
         """Store clusters as last seen; a failure here is logged, never shown to the caller."""

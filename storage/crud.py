@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from typing import Any
 
+from sqlalchemy import insert
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -63,10 +65,11 @@ async def clusters_seen(session: AsyncSession, *, org_id: str | None = None) -> 
     return (await session.exec(query)).all()
 
 
-async def add_audit(session: AsyncSession, *, entry: AuditEntry) -> AuditEntry:
-    session.add(entry)
-    await session.commit()
-    return entry
+async def add_audit_rows(session: AsyncSession, *, rows: Sequence[dict[str, Any]]) -> None:
+    """Audit entries (AuditEntry's fields as dicts) in one INSERT: bot.audit's batched writer uses it."""
+    if rows:
+        await session.exec(insert(AuditEntry).values(list(rows)))
+        await session.commit()
 
 
 async def audit_entries(

@@ -48,7 +48,7 @@ async def cluster_command_callback(
         logger.exception("/cluster %r from %s failed", text[:200], user_id)
         answer = Answer(blocks.problem(INTERNAL_ERROR), Outcome.FAILED, detail="internal error")
     await services.poster.respond(command["response_url"], answer.reply)
-    await services.audit(
+    services.audit.record(
         at=received,
         user_id=user_id,
         channel_id=channel_id,

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import inspect
 
+from bot.audit import AuditLog
 from storage import crud
 from storage.db import Database
-from storage.models import AuditEntry, ClusterSeen, Org, Outcome
+from storage.models import ClusterSeen, Org, Outcome
 
 T0 = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
 
@@ -79,27 +81,28 @@ async def test_clusters_seen_upsert_keeps_one_row_per_cluster(db: Database) -> N
     assert (rows[0].status, rows[0].nodes_healthy, rows[0].instances["ml.p5.48xlarge"]) == ("InService", 15, 16)
 
 
-async def test_audit_log_filters(db: Database) -> None:
-    entries = [
-        AuditEntry(
+async def test_audit_log_is_written_in_batches_and_filtered(db: Database) -> None:
+    audit = AuditLog(db=db, flush_seconds=0.05)
+    for i, (user, org_id, text, outcome) in enumerate(
+        [
+            ("U0ALICE01", "kumo-labs", "list", Outcome.ALLOWED),
+            ("U0BOB0001", "sakura-ai", "status x", Outcome.REFUSED),
+            ("U0ALICE01", None, "frob", Outcome.INVALID),
+        ]
+    ):
+        audit.record(
             at=T0 + timedelta(minutes=i),
             user_id=user,
+            channel_id="C0KUMOLAB",
             org_id=org_id,
             command="/cluster",
             text=text,
-            outcome=outcome.value,
+            outcome=outcome,
         )
-        for i, (user, org_id, text, outcome) in enumerate(
-            [
-                ("U0ALICE01", "kumo-labs", "list", Outcome.ALLOWED),
-                ("U0BOB0001", "sakura-ai", "status x", Outcome.REFUSED),
-                ("U0ALICE01", None, "frob", Outcome.INVALID),
-            ]
-        )
-    ]
     async with db.session() as session:
-        for entry in entries:
-            await crud.add_audit(session, entry=entry)
+        assert await crud.audit_entries(session) == []  # not yet: the batch waits for its flush
+    await asyncio.sleep(0.2)
+    async with db.session() as session:
         newest_first = await crud.audit_entries(session)
         alice = await crud.audit_entries(session, user_id="U0ALICE01")
         kumo = await crud.audit_entries(session, org_id="kumo-labs")
