@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -29,6 +30,10 @@ from handlers import register_listeners
 from storage.db import Database
 
 log = logging.getLogger(__name__)
+# boto3 work runs in worker threads that hold the GIL while they parse AWS answers; with CPython's
+# default 5 ms switch interval the event loop, which must ack Slack within 3 s, waits behind them.
+# 1 ms halved the p99 ack latency under load (bench/ack_latency.py, docs/benchmarks.md).
+GIL_SWITCH_SECONDS = 0.001
 
 
 @dataclass
@@ -39,6 +44,11 @@ class Pitcrew:
     services: Services
     asgi: Starlette
     ready: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+def prefer_the_event_loop() -> None:
+    """Let the event loop take the GIL back sooner from worker threads (process-wide; called by the CLI)."""
+    sys.setswitchinterval(GIL_SWITCH_SECONDS)
 
 
 def build_slack_client(settings: Settings) -> AsyncWebClient:

@@ -31,9 +31,10 @@ def check_config(settings: Settings, path: str | None) -> int:
 def serve(settings: Settings, host: str, port: int) -> int:
     import uvicorn
 
-    from bot.app import build_app
+    from bot.app import build_app, prefer_the_event_loop
 
     pitcrew = build_app(settings=settings, program=_program(settings))
+    prefer_the_event_loop()
     # No access log: Slack's requests would log a line each, and Pitcrew audits what matters.
     uvicorn.run(pitcrew.asgi, host=host, port=port, log_level="info", access_log=False)
     return 0
@@ -42,9 +43,10 @@ def serve(settings: Settings, host: str, port: int) -> int:
 async def _socket(settings: Settings) -> None:
     from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
-    from bot.app import build_app, start, stop
+    from bot.app import build_app, prefer_the_event_loop, start, stop
 
     pitcrew = build_app(settings=settings, program=_program(settings))
+    prefer_the_event_loop()
     await start(pitcrew.services)
     try:
         await AsyncSocketModeHandler(pitcrew.bolt, settings.slack_app_token).start_async()
@@ -69,8 +71,10 @@ def db_upgrade(settings: Settings) -> int:
 
 
 def demo(host: str, port: int, open_browser: bool) -> int:
+    from bot.app import prefer_the_event_loop
     from bot.sandbox.demo import run_demo
 
+    prefer_the_event_loop()
     run_demo(host=host, port=port, open_browser=open_browser)
     return 0
 
