@@ -69,7 +69,7 @@ def display_name(user_id: str) -> str:
 
 
 def workspace_people(program: ProgramConfig) -> tuple[dict[str, str], dict[str, str]]:
-    users = {user: display_name(user) + " (admin)" for user in program.admins}
+    users = {user: display_name(user) + " (program admin)" for user in program.admins}
     for org in program.orgs:
         for user, role in org.members.items():
             users.setdefault(user, f"{display_name(user)} ({org.id} {role})")
