@@ -113,6 +113,17 @@ async def test_bad_signature_gets_401_and_causes_nothing(
     assert seeded_aws.state() == before
 
 
+async def test_unsigned_request_gets_401(sandbox: Sandbox) -> None:
+    import httpx
+
+    form = sandbox.slack.slash_command_form(user_id=ADMIN, channel_id=COORDINATION, command="/cluster", text="list")
+    async with httpx.AsyncClient() as client:
+        response = await client.post(f"{sandbox.bot_url}/slack/events", data=form)
+    assert response.status_code == 401
+    await sandbox.pitcrew.services.drain()
+    assert not [call for call in sandbox.slack.calls if call.method == "response_url"]
+
+
 async def test_healthz_is_ready_once_started(sandbox: Sandbox) -> None:
     import httpx
 
