@@ -4,10 +4,12 @@ stale signatures get 401 and cause nothing."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 
 from bot.sandbox.world import SIGNING_SECRET, Sandbox
+from storage import crud
 from tests.conftest import SeededAws
 from tests.scenarios.conftest import ADMIN, COORDINATION, ask, body
 
@@ -130,3 +132,15 @@ async def test_healthz_is_ready_once_started(sandbox: Sandbox) -> None:
     async with httpx.AsyncClient() as client:
         response = await client.get(f"{sandbox.bot_url}/healthz")
     assert response.status_code == 200 and response.json()["orgs"] == 12
+
+
+async def test_an_internal_error_is_one_plain_message_not_a_trace(sandbox: Sandbox, monkeypatch: Any) -> None:
+    async def broken(*_: Any, **__: Any) -> None:
+        raise RuntimeError("a bug in Pitcrew, with a secret in its message")
+
+    monkeypatch.setattr(sandbox.pitcrew.services.fleet, "find", broken)
+    reply = await ask(sandbox, user=ADMIN, channel=COORDINATION, text="status kumo-p5-train")
+    assert "internal error" in body(reply) and "secret" not in body(reply) and "Traceback" not in body(reply)
+    async with sandbox.pitcrew.services.db.session() as session:
+        entries = await crud.audit_entries(session)
+    assert [(e.text, e.outcome) for e in entries] == [("status kumo-p5-train", "failed")]
