@@ -73,7 +73,7 @@ async def test_concurrent_asks_share_one_pass_and_the_cache_expires(seeded_aws: 
 
 
 async def test_no_cache_asks_every_time_and_all_orgs_at_once(seeded_aws: SeededAws) -> None:
-    accounts, calls = counting_accounts(network_delay=0.05)  # about a cross-region round trip
+    accounts, calls = counting_accounts(network_delay=0.1)  # a cross-region round trip
     fleet = Fleet(program=without_pcluster_api(seeded_aws.program), accounts=accounts, cache_seconds=0)
     orgs = [org.id for org in seeded_aws.program.orgs]
     try:
@@ -82,14 +82,17 @@ async def test_no_cache_asks_every_time_and_all_orgs_at_once(seeded_aws: SeededA
         await fleet.list_orgs(["kumo-labs"])
         assert calls["ListClusters"] == 2
         loop = asyncio.get_running_loop()
-        started = loop.time()
-        await fleet.list_orgs(["kumo-labs"])  # the org with the most calls (two backends, two clusters)
-        single = loop.time() - started
+        one_by_one = 0.0
+        for org_id in orgs:
+            started = loop.time()
+            await fleet.list_orgs([org_id])
+            one_by_one += loop.time() - started
         started = loop.time()
         results = await fleet.list_orgs(orgs)
-        everything = loop.time() - started
+        together = loop.time() - started
         assert len(results) == 12 and not any(r.errors for r in results)
-        # Twelve orgs cost about one org's latency, not twelve times it.
-        assert everything < 2.5 * single, (everything, single)
+        # Asked together, twelve orgs cost a fraction of asking them one by one (about one org's latency
+        # on an idle machine; the bound leaves room for a noisy one).
+        assert together < 0.4 * one_by_one, (together, one_by_one)
     finally:
         fleet.close()
