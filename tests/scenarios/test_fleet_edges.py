@@ -141,3 +141,30 @@ async def test_every_command_is_audited(sandbox: Sandbox) -> None:
     async with sandbox.pitcrew.services.db.session() as session:
         seen = await crud.clusters_seen(session, org_id="sakura-ai")
     assert [(row.name, row.backend, row.nodes_total) for row in seen] == [("sakura-trn1-pretrain", "hyperpod", 17)]
+
+
+def _sora_moves_into_yamas_account(program: ProgramConfig) -> ProgramConfig:
+    """sora-multimodal and yama-bio share account 777777777777 in us-west-2: the pitcrew:org tag decides."""
+    orgs = []
+    for org in program.orgs:
+        if org.id == "sora-multimodal":
+            aws = org.aws.model_copy(
+                update={"account_id": "777777777777", "role_arn": "arn:aws:iam::777777777777:role/PitcrewOps"}
+            )
+            org = org.model_copy(update={"aws": aws})
+        orgs.append(org)
+    return program.model_copy(update={"orgs": orgs})
+
+
+async def test_orgs_sharing_an_account_see_only_their_tagged_clusters(sandbox_factory: Any) -> None:
+    async with sandbox_factory(program_transform=_sora_moves_into_yamas_account) as world:
+        await world.pitcrew.ready.wait()
+        listing = await ask(world, user=ADMIN, channel=COORDINATION, text="list all")
+        sora_operator = await ask(world, user="U0DAIKI01", channel="C0SORAMM1", text="status yama-p5-protein")
+        yama_operator = await ask(world, user="U0EMI0001", channel="C0SORAMM1", text="status yama-p5-protein")
+    text = body(listing)
+    sora = text.split("(`sora-multimodal`)")[1].split("(`mori-finance`)")[0]
+    yama = text.split("(`yama-bio`)")[1].split("(`nami-speech`)")[0]
+    assert "yama-p5-protein" in yama and "yama-p5-protein" not in sora and "_no clusters_" in sora
+    assert "No cluster `yama-p5-protein`" in body(sora_operator)
+    assert "yama-bio/yama-p5-protein" in body(yama_operator)
