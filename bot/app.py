@@ -23,6 +23,7 @@ from bot.access import AccessPolicy
 from bot.audit import AuditLog
 from bot.clusters.accounts import AwsAccounts
 from bot.clusters.fleet import Fleet
+from bot.clusters.templates import load_templates
 from bot.config import ProgramConfig, Settings
 from bot.services import Services
 from bot.slack.poster import Poster
@@ -76,6 +77,7 @@ def build_services(
         db=db,
         poster=Poster(client=client),
         audit=AuditLog(db=db),
+        templates=load_templates(settings.pitcrew_templates),  # validated on start: a bad file stops it
     )
 
 

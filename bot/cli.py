@@ -8,6 +8,7 @@ import logging
 import sys
 from pathlib import Path
 
+from bot.clusters.templates import TemplateError, TemplateSet, load_templates
 from bot.config import ProgramConfig, ProgramFileError, Settings, load_program, summary
 
 
@@ -22,9 +23,20 @@ def _program(settings: Settings, path: str | None = None) -> ProgramConfig:
         raise SystemExit(1) from None
 
 
+def _templates(settings: Settings) -> TemplateSet:
+    try:
+        return load_templates(settings.pitcrew_templates)
+    except TemplateError as error:
+        print(f"{settings.pitcrew_templates}: {len(error.problems)} problem(s)", file=sys.stderr)
+        for problem in error.problems:
+            print(f"  {problem}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
 def check_config(settings: Settings, path: str | None) -> int:
     program = _program(settings, path)
-    print(f"OK: {summary(program)}")
+    templates = _templates(settings)
+    print(f"OK: {summary(program)}; {len(templates)} templates ({', '.join(templates.ids)})")
     return 0
 
 
@@ -33,6 +45,7 @@ def serve(settings: Settings, host: str, port: int) -> int:
 
     from bot.app import build_app, prefer_the_event_loop
 
+    _templates(settings)  # a bad template file is reported like a bad program file, before anything starts
     pitcrew = build_app(settings=settings, program=_program(settings))
     prefer_the_event_loop()
     # No access log: Slack's requests would log a line each, and Pitcrew audits what matters.
@@ -45,6 +58,7 @@ async def _socket(settings: Settings) -> None:
 
     from bot.app import build_app, prefer_the_event_loop, start, stop
 
+    _templates(settings)
     pitcrew = build_app(settings=settings, program=_program(settings))
     prefer_the_event_loop()
     await start(pitcrew.services)

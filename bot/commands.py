@@ -21,15 +21,28 @@ USAGE = {
     "list": "/cluster list [ORG|all] [--public]",
     "status": "/cluster status CLUSTER [--public]   (CLUSTER or ORG/CLUSTER)",
     "nodes": "/cluster nodes CLUSTER [--failed] [--public]   (CLUSTER or ORG/CLUSTER)",
+    "templates": "/cluster templates [--public]",
+    "launch": "/cluster launch TEMPLATE NAME --dry-run [--count N] [--org ORG] [--param KEY=VALUE ...]",
 }
 SUMMARY = {
     "help": "what you may run",
     "list": "clusters of an org (default: this channel's org), or `all`",
     "status": "one cluster's groups, node health, creation time and failure message",
     "nodes": "a cluster's nodes, unhealthy first; `--failed` keeps only unhealthy ones",
+    "templates": "the pre-validated reference architectures a cluster can be launched from",
+    "launch": "the plan for a new cluster: exact request, quota before and after, cost per hour and day",
 }
-NEEDS = {"help": None, "list": Action.VIEW, "status": Action.VIEW, "nodes": Action.VIEW}
-PLANNED = ("templates", "launch", "scale", "replace", "reboot", "delete", "throughput", "audit")
+NEEDS = {
+    "help": None,
+    "list": Action.VIEW,
+    "status": Action.VIEW,
+    "nodes": Action.VIEW,
+    "templates": Action.VIEW,
+    "launch": Action.OPERATE,
+}
+PLANNED = ("scale", "replace", "reboot", "delete", "throughput", "audit")
+TEMPLATE_ID = re.compile(r"[a-z][a-z0-9-]{1,62}")
+PARAM = re.compile(r"([A-Za-z][A-Za-z0-9_-]{0,63})=(.*)", re.DOTALL)
 
 
 class UsageError(Exception):
@@ -72,7 +85,22 @@ class ClusterNodes:
     public: bool = False
 
 
-ClusterCommand = Help | ListClusters | ClusterStatus | ClusterNodes
+@dataclass(frozen=True)
+class ListTemplates:
+    public: bool = False
+
+
+@dataclass(frozen=True)
+class LaunchCluster:
+    template: str
+    name: str
+    dry_run: bool
+    count: int | None = None
+    org: str | None = None
+    params: tuple[tuple[str, str], ...] = ()
+
+
+ClusterCommand = Help | ListClusters | ClusterStatus | ClusterNodes | ListTemplates | LaunchCluster
 
 
 def _all_usage() -> str:
@@ -117,17 +145,25 @@ def parse_cluster_command(text: str) -> ClusterCommand:
     if sub not in USAGE:
         raise UsageError(f"`{_shown(words[0])}` is not a /cluster subcommand.", _all_usage())
     usage = USAGE[sub]
+    if sub == "launch":
+        return _launch(args, usage)
     flags = {arg for arg in args if arg.startswith("--")}
     positional = [arg for arg in args if not arg.startswith("--")]
-    allowed_flags = {"help": set(), "list": {"--public"}, "status": {"--public"}, "nodes": {"--public", "--failed"}}
+    allowed_flags = {
+        "help": set(),
+        "list": {"--public"},
+        "status": {"--public"},
+        "nodes": {"--public", "--failed"},
+        "templates": {"--public"},
+    }
     unknown = sorted(flags - allowed_flags[sub])
     if unknown:
         raise UsageError(f"`{_shown(unknown[0])}` is not an option of `/cluster {sub}`.", usage)
     public = "--public" in flags
-    if sub == "help":
+    if sub in ("help", "templates"):
         if positional:
-            raise UsageError("`/cluster help` takes no arguments.", usage)
-        return Help()
+            raise UsageError(f"`/cluster {sub}` takes no arguments.", usage)
+        return Help() if sub == "help" else ListTemplates(public=public)
     if sub == "list":
         if len(positional) > 1:
             raise UsageError("`/cluster list` takes at most one org.", usage)
@@ -142,3 +178,50 @@ def parse_cluster_command(text: str) -> ClusterCommand:
     if sub == "status":
         return ClusterStatus(cluster=ref, public=public)
     return ClusterNodes(cluster=ref, failed_only="--failed" in flags, public=public)
+
+
+def _launch(args: list[str], usage: str) -> LaunchCluster:
+    positional: list[str] = []
+    count: int | None = None
+    org: str | None = None
+    params: list[tuple[str, str]] = []
+    dry_run = False
+    words = iter(args)
+    for word in words:
+        if word == "--dry-run":
+            dry_run = True
+        elif word in ("--count", "--org", "--param"):
+            value = next(words, None)
+            if value is None:
+                raise UsageError(f"`{word}` needs a value.", usage)
+            if word == "--count":
+                if not re.fullmatch(r"[0-9]{1,5}", value):
+                    raise UsageError(f"`--count` takes a whole number; got `{_shown(value)}`.", usage)
+                count = int(value)
+            elif word == "--org":
+                if not ORG_ID.fullmatch(value):
+                    raise UsageError(f"`{_shown(value)}` is not an org id.", usage)
+                org = value
+            else:
+                match = PARAM.fullmatch(value)
+                if not match:
+                    raise UsageError(f"`--param` takes KEY=VALUE; got `{_shown(value)}`.", usage)
+                params.append((match[1], match[2]))
+        elif word.startswith("--"):
+            raise UsageError(f"`{_shown(word)}` is not an option of `/cluster launch`.", usage)
+        else:
+            positional.append(word)
+    if len(positional) != 2:
+        raise UsageError("`/cluster launch` needs a template id and a name for the new cluster.", usage)
+    template, name = positional
+    if not TEMPLATE_ID.fullmatch(template):
+        raise UsageError(f"`{_shown(template)}` is not a template id; `/cluster templates` lists them.", usage)
+    if not CLUSTER_NAME.fullmatch(name):
+        raise UsageError(
+            f"`{_shown(name)}` is not a cluster name (letters, digits and dashes, up to 63 characters).", usage
+        )
+    if not dry_run:
+        # Creating for real needs the confirm-once flow (confirmation, idempotency key, progress); until it
+        # lands, only the plan is offered, and the message says so rather than pretending.
+        raise UsageError("This version shows launch plans only: add `--dry-run` to see the plan.", usage)
+    return LaunchCluster(template=template, name=name, dry_run=dry_run, count=count, org=org, params=tuple(params))

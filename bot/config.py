@@ -42,6 +42,8 @@ class Settings(BaseSettings):
     slack_api_url: str = "https://slack.com/api/"
     database_url: str = "sqlite+aiosqlite:///./pitcrew.db"
     pitcrew_config: Path = Path("./program.yml")
+    # The reference architectures; by default the templates/ folder shipped beside the code.
+    pitcrew_templates: Path = Path(__file__).resolve().parents[1] / "templates"
     # How many orgs are queried at once; 16 covers a dozen orgs in one round.
     pitcrew_org_concurrency: int = Field(default=16, ge=1, le=64)
     # Seconds one org may take before its line in a reply says it timed out.

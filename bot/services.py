@@ -14,6 +14,7 @@ from bot.access import AccessPolicy
 from bot.audit import AuditLog
 from bot.clusters.fleet import Fleet
 from bot.clusters.model import Cluster
+from bot.clusters.templates import TemplateSet
 from bot.config import ProgramConfig, Settings
 from bot.slack.poster import Poster
 from storage import crud
@@ -36,6 +37,7 @@ class Services:
     db: Database
     poster: Poster
     audit: AuditLog
+    templates: TemplateSet
     clock: Callable[[], datetime] = utc_now
     _background: set[asyncio.Task[None]] = field(default_factory=set)
 

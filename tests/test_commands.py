@@ -9,7 +9,9 @@ from bot.commands import (
     ClusterRef,
     ClusterStatus,
     Help,
+    LaunchCluster,
     ListClusters,
+    ListTemplates,
     UsageError,
     parse_cluster_command,
 )
@@ -27,6 +29,19 @@ from bot.commands import (
         ("status kumo-labs/kumo-p5-train", ClusterStatus(cluster=ClusterRef("kumo-p5-train", "kumo-labs"))),
         ("nodes c1 --failed", ClusterNodes(cluster=ClusterRef("c1"), failed_only=True)),
         ("  nodes   c1  ", ClusterNodes(cluster=ClusterRef("c1"))),
+        ("templates", ListTemplates()),
+        (
+            "launch hyperpod-p5 kumo-new --dry-run --count 8 --org kumo-labs --param lifecycle_s3_uri=s3://sagemaker-x/"
+            " --param 'subnet_id=subnet-0123'",
+            LaunchCluster(
+                template="hyperpod-p5",
+                name="kumo-new",
+                dry_run=True,
+                count=8,
+                org="kumo-labs",
+                params=(("lifecycle_s3_uri", "s3://sagemaker-x/"), ("subnet_id", "subnet-0123")),
+            ),
+        ),
     ],
 )
 def test_parses(text: str, expected: object) -> None:
@@ -50,7 +65,16 @@ def test_parses(text: str, expected: object) -> None:
         ("status クラスタ", "is not a cluster name", "/cluster status"),
         ("nodes c1 --fialed", "`--fialed` is not an option", "/cluster nodes"),
         ("status 'unclosed", "quote", "/cluster list"),
-        ("launch hyperpod-p5 x", "not available in this version", "/cluster list"),
+        ("scale c1 workers 4", "not available in this version", "/cluster list"),
+        ("launch hyperpod-p5 x", "add `--dry-run`", "/cluster launch TEMPLATE NAME"),
+        ("launch hyperpod-p5 --dry-run", "needs a template id and a name", "/cluster launch"),
+        ("launch hyperpod-p5 x --dry-run --count", "`--count` needs a value", "/cluster launch"),
+        ("launch hyperpod-p5 x --dry-run --count many", "takes a whole number", "/cluster launch"),
+        ("launch hyperpod-p5 x --dry-run --param nokey", "takes KEY=VALUE", "/cluster launch"),
+        ("launch hyperpod-p5 x --dry-run --org Bad_Org", "is not an org id", "/cluster launch"),
+        ("launch HyperPod! x --dry-run", "is not a template id", "/cluster launch"),
+        ("launch hyperpod-p5 x --dry-run --force", "`--force` is not an option", "/cluster launch"),
+        ("templates extra", "takes no arguments", "/cluster templates"),
         ("x" * 4000, "4,000 characters", "/cluster list"),
         ("help me", "takes no arguments", "/cluster help"),
         ("status " + "a" * 64, "up to 63 characters", "/cluster status"),

@@ -52,9 +52,9 @@ class AwsAccounts:
         self._base = base_session or boto3.Session()
         self._clock = clock
         self._session_name = session_name
-        self._sessions: dict[str, _OrgSession] = {}
+        self._sessions: dict[tuple[str, ...], _OrgSession] = {}
         self._lock = threading.Lock()
-        self._org_locks: dict[str, threading.Lock] = {}
+        self._org_locks: dict[tuple[str, ...], threading.Lock] = {}
         self._client_lock = threading.Lock()  # boto3 sessions are not thread-safe when making clients
         self._sts: dict[str, Any] = {}
         self.assume_role_calls = 0  # read by tests
@@ -93,12 +93,15 @@ class AwsAccounts:
 
     def _session(self, org: OrgConfig) -> _OrgSession:
         with self._lock:
-            org_lock = self._org_locks.setdefault(org.id, threading.Lock())
+            # Keyed by everything that decides the session, so an org whose account or role changes
+            # (a reloaded program file, a test's variant) never reuses the old account's credentials.
+            key = (org.id, org.aws.account_id, org.aws.region, org.aws.role_arn or "", org.aws.external_id or "")
+            org_lock = self._org_locks.setdefault(key, threading.Lock())
         with org_lock:  # one assume_role per org at a time, others wait and reuse it
-            entry = self._sessions.get(org.id)
+            entry = self._sessions.get(key)
             if entry is None or entry.expires_at - self._clock() < REFRESH_BEFORE_EXPIRY:
                 entry = self._open(org)
-                self._sessions[org.id] = entry
+                self._sessions[key] = entry
             return entry
 
     def _open(self, org: OrgConfig) -> _OrgSession:

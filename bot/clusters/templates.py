@@ -290,6 +290,11 @@ class Template(_Strict):
             wanted[instance_type] = wanted.get(instance_type, 0) + (count if declared == COUNT else declared)
         return wanted
 
+    @property
+    def instance_types(self) -> list[str]:
+        """The instance types the template creates, in declaration order."""
+        return list(dict.fromkeys(instance_type for instance_type, _ in self._slots()))
+
     def _slots(self) -> list[tuple[str, Any]]:
         if self.hyperpod is not None:
             return [(group.instance_type, group.instance_count) for group in self.hyperpod.instance_groups]

@@ -6,6 +6,7 @@ Limits respected here (Slack's): 50 blocks per message, 3000 characters per sect
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -14,7 +15,9 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from bot.clusters.fleet import OrgClusters
-from bot.clusters.model import Cluster, Health, Node
+from bot.clusters.model import Backend, Cluster, Health, Node
+from bot.clusters.plans import LaunchPlan
+from bot.clusters.templates import TemplateSet
 from bot.commands import SUMMARY, USAGE, UsageError
 
 MAX_BLOCKS = 50
@@ -280,3 +283,67 @@ def not_found(ref: str, *, unreachable: dict[str, str]) -> Reply:
     if unreachable:
         text += " Could not search: " + "; ".join(f"{org} ({why})" for org, why in unreachable.items())
     return Reply(text=text, blocks=[section(f":mag: {escape(text)}"), context("Usage: `/cluster list` shows them.")])
+
+
+def templates_reply(templates: TemplateSet, *, public: bool = False) -> Reply:
+    blocks: list[Block] = [header("Cluster templates")]
+    for template in templates:
+        params = []
+        for name, spec in template.parameters.items():
+            need = (
+                "required" if spec.required else (f"default {spec.default}" if spec.default is not None else "optional")
+            )
+            params.append(f"`{name}` ({spec.hint()}; {need})")
+        instances = ", ".join(template.instance_types)
+        blocks.append(
+            section(
+                f"*{template.id}* v{template.version} · {Backend(template.backend).label} · {instances}\n"
+                f"{escape(template.description)}\n" + "\n".join(f"• {p}" for p in params)
+            )
+        )
+    taken = templates.prices.taken
+    blocks.append(
+        context(
+            "Launch one with `/cluster launch TEMPLATE NAME --dry-run [--count N] [--param KEY=VALUE ...]`. "
+            + (f"Prices as of {taken.isoformat()}." if taken else "")
+        )
+    )
+    text = "Cluster templates: " + ", ".join(templates.ids)
+    return Reply(text=text, blocks=fit(blocks, overflow="{hidden} more templates not shown"), public=public)
+
+
+def launch_plan(plan: LaunchPlan) -> Reply:
+    template, backend = plan.template, Backend(plan.template.backend)
+    fields = [
+        f"*Org*\n{escape(plan.org.name)} (`{plan.org.id}`)",
+        f"*Template*\n`{template.key}` · {backend.label}",
+        f"*Region*\n{plan.org.aws.region}",
+        "*Instances*\n" + "\n".join(f"{n} x {t}" for t, n in plan.instances.items()),
+    ]
+    if plan.cost is not None:
+        hourly, daily = plan.cost
+        note = " (some prices unconfirmed)" if plan.unconfirmed_prices else ""
+        fields.append(f"*Estimated cost*\n${hourly:,.2f}/hour · ${daily:,.0f}/day on demand{note}")
+    quota_lines = [
+        f"{line.instance_type}: held {line.held} + {line.requested} → {line.after}"
+        + (f" of {line.allowed} allowed" if line.allowed is not None else " (not limited)")
+        for line in plan.quota
+    ]
+    request = (
+        "create_cluster request:\n```" + json.dumps(plan.request, indent=1)[:2400] + "```"
+        if plan.request is not None
+        else "POST /v3/clusters clusterConfiguration:\n```" + (plan.cluster_yaml or "")[:2400] + "```"
+    )
+    blocks: list[Block] = [
+        header(f"Plan: {plan.name} from {template.id}"),
+        section(f"A new {backend.label} cluster `{plan.name}` for {escape(plan.org.name)}.", fields=fields),
+        section("*Quota before → after*\n" + "\n".join(quota_lines)),
+        section(request),
+        context(
+            "Dry run: nothing was created and AWS was not called. Creating for real arrives with the next version."
+        ),
+    ]
+    text = f"Plan for {plan.org.id}/{plan.name} from {template.key}: " + ", ".join(
+        f"{n} x {t}" for t, n in plan.instances.items()
+    )
+    return Reply(text=text, blocks=blocks)

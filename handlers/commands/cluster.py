@@ -9,13 +9,17 @@ from typing import Any
 from slack_bolt.context.ack.async_ack import AsyncAck
 
 from bot.access import NOT_A_MEMBER, Action
+from bot.clusters.plans import PlanRefused, plan_launch
 from bot.commands import (
     NEEDS,
+    USAGE,
     ClusterNodes,
     ClusterRef,
     ClusterStatus,
     Help,
+    LaunchCluster,
     ListClusters,
+    ListTemplates,
     UsageError,
     parse_cluster_command,
 )
@@ -72,6 +76,10 @@ async def answer_cluster_command(services: Services, *, user_id: str, channel_id
         return _help(services, user_id)
     if isinstance(parsed, ListClusters):
         return await _list(services, parsed, user_id=user_id, channel_id=channel_id)
+    if isinstance(parsed, ListTemplates):
+        return Answer(blocks.templates_reply(services.templates, public=parsed.public))
+    if isinstance(parsed, LaunchCluster):
+        return await _launch_plan(services, parsed, user_id=user_id, channel_id=channel_id)
     return await _one_cluster(services, parsed, user_id=user_id)
 
 
@@ -127,3 +135,50 @@ async def _one_cluster(services: Services, parsed: ClusterStatus | ClusterNodes,
     else:
         reply = blocks.cluster_nodes(cluster, tz=tz, failed_only=parsed.failed_only, public=parsed.public)
     return Answer(reply, org_id=cluster.org)
+
+
+def _launch_org(services: Services, parsed: LaunchCluster, *, user_id: str, channel_id: str) -> str | None:
+    """--org; else the org of this channel if the user belongs to it; else the user's only org (an admin
+    outside an org channel must say which)."""
+    if parsed.org:
+        return parsed.org
+    access = services.access
+    channel_org = services.program.org_by_channel(channel_id)
+    if channel_org and access.may(user_id=user_id, action=Action.VIEW, org_id=channel_org.id):
+        return channel_org.id
+    own = access.member_orgs(user_id)
+    return own[0] if len(own) == 1 else None
+
+
+async def _launch_plan(services: Services, parsed: LaunchCluster, *, user_id: str, channel_id: str) -> Answer:
+    org_id = _launch_org(services, parsed, user_id=user_id, channel_id=channel_id)
+    if org_id is None:
+        error = UsageError("Say which org the cluster is for with `--org ORG`.", USAGE["launch"])
+        return Answer(blocks.usage_error(error), Outcome.INVALID, detail=error.message)
+    decision = services.access.decide(user_id=user_id, action=Action.OPERATE, org_id=org_id)
+    org = services.program.org(org_id)
+    if not decision.allowed or org is None:
+        return Answer(blocks.refusal(decision.reason), Outcome.REFUSED, org_id, decision.reason)
+    template = services.templates.get(parsed.template)
+    if template is None:
+        known = ", ".join(f"`{t}`" for t in services.templates.ids)
+        error = UsageError(f"There is no template `{parsed.template}`; the templates are {known}.", USAGE["launch"])
+        return Answer(blocks.usage_error(error), Outcome.INVALID, org_id, error.message)
+    (listing,) = await services.fleet.list_orgs([org_id])
+    if listing.errors:
+        # Quota cannot be checked without knowing what the org holds: say so rather than guess.
+        reason = "Cannot check the quota: " + "; ".join(listing.errors)
+        return Answer(blocks.problem(reason), Outcome.FAILED, org_id, reason)
+    try:
+        plan = plan_launch(
+            template,
+            org=org,
+            name=parsed.name,
+            given=dict(parsed.params),
+            count=parsed.count,
+            clusters=listing.clusters,
+            prices=services.templates.prices,
+        )
+    except PlanRefused as refused:
+        return Answer(blocks.refusal(str(refused)), Outcome.REFUSED, org_id, str(refused))
+    return Answer(blocks.launch_plan(plan), org_id=org_id, detail=f"dry run of {template.key}")

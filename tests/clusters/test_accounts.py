@@ -19,7 +19,7 @@ def test_assume_role_once_then_refresh_before_expiry(seeded_aws: SeededAws) -> N
     accounts.client(sakura, "ec2")
     assert accounts.assume_role_calls == 2
     # moto's credentials expire an hour after they were issued, in real time; move the clock there.
-    expiry = accounts._sessions["kumo-labs"].expires_at
+    (expiry,) = [entry.expires_at for key, entry in accounts._sessions.items() if key[0] == "kumo-labs"]
     now[0] = expiry - REFRESH_BEFORE_EXPIRY - 1
     accounts.client(kumo, "sagemaker")
     assert accounts.assume_role_calls == 2

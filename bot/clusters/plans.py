@@ -1,0 +1,132 @@
+"""Launch plans: what a template would create for an org, checked against its quota and its clusters. Pure.
+
+A plan holds the exact request (HyperPod create_cluster kwargs, or the ParallelCluster cluster YAML), the
+instances per type with the quota before and after, and the estimated cost. Nothing here calls AWS: the
+org's current clusters are passed in.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bot.clusters.model import Backend, Cluster
+from bot.clusters.templates import (
+    ParameterError,
+    PriceTable,
+    Template,
+    estimated_cost,
+    render_hyperpod_request,
+    render_pcluster_config,
+    validate_cluster_name,
+)
+from bot.config import OrgConfig, normalize_instance_type
+
+
+class PlanRefused(Exception):
+    """The launch cannot go ahead; the message says why and what to do instead."""
+
+
+@dataclass(frozen=True)
+class QuotaLine:
+    instance_type: str  # without the ml. prefix: both backends count against one quota
+    held: int
+    requested: int
+    allowed: int | None  # None: not limited (controller, head and login nodes)
+
+    @property
+    def after(self) -> int:
+        return self.held + self.requested
+
+    @property
+    def over(self) -> bool:
+        return self.allowed is not None and self.after > self.allowed
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    template: Template
+    org: OrgConfig
+    name: str
+    params: Mapping[str, Any]
+    instances: Mapping[str, int]
+    quota: tuple[QuotaLine, ...]
+    cost: tuple[float, float] | None  # per hour, per day
+    unconfirmed_prices: tuple[str, ...]  # instance types whose price the table could not confirm
+    request: dict[str, Any] | None  # HyperPod create_cluster kwargs
+    cluster_yaml: str | None  # ParallelCluster clusterConfiguration
+
+
+def held_instances(clusters: Iterable[Cluster]) -> Counter[str]:
+    """Instances an org holds now, per type without the ml. prefix, across both backends."""
+    held: Counter[str] = Counter()
+    for cluster in clusters:
+        for node in cluster.nodes:
+            if node.status not in ("terminated", "shutting-down"):
+                held[normalize_instance_type(node.instance_type)] += 1
+    return held
+
+
+def quota_lines(org: OrgConfig, *, held: Mapping[str, int], requested: Mapping[str, int]) -> tuple[QuotaLine, ...]:
+    wanted: Counter[str] = Counter()
+    for instance_type, count in requested.items():
+        wanted[normalize_instance_type(instance_type)] += count
+    return tuple(
+        QuotaLine(instance_type=t, held=held.get(t, 0), requested=n, allowed=org.quota_for(t))
+        for t, n in sorted(wanted.items())
+    )
+
+
+def plan_launch(
+    template: Template,
+    *,
+    org: OrgConfig,
+    name: str,
+    given: Mapping[str, str],
+    count: int | None,
+    clusters: Sequence[Cluster],
+    prices: PriceTable,
+) -> LaunchPlan:
+    """The plan, or PlanRefused (bad name, name in use, bad parameters, over quota) with the numbers."""
+    problem = validate_cluster_name(name, template.backend)
+    if problem:
+        raise PlanRefused(problem)
+    backend = Backend(template.backend)
+    if any(c.name == name and c.backend is backend for c in clusters):
+        raise PlanRefused(f"`{org.id}` already has a {backend.label} cluster named `{name}`; choose another name.")
+    try:
+        params = template.resolve(given, count=count)
+    except ParameterError as error:
+        raise PlanRefused(error.message) from None
+    instances = template.instances(params)
+    quota = quota_lines(org, held=held_instances(clusters), requested=instances)
+    over = [line for line in quota if line.over]
+    if over:
+        raise PlanRefused(
+            "Over quota: "
+            + "; ".join(
+                f"{line.instance_type}: held {line.held}, requested {line.requested}, allowed {line.allowed}"
+                for line in over
+            )
+            + ". Ask for fewer nodes (--count), or ask a program admin to raise the quota."
+        )
+    request = cluster_yaml = None
+    if backend is Backend.HYPERPOD:
+        request = render_hyperpod_request(template, name=name, org_id=org.id, params=params)
+    else:
+        cluster_yaml = render_pcluster_config(template, name=name, org_id=org.id, region=org.aws.region, params=params)
+    unconfirmed = tuple(t for t in instances if (entry := prices.entry(t)) is not None and not entry.confirmed)
+    return LaunchPlan(
+        template=template,
+        org=org,
+        name=name,
+        params=params,
+        instances=instances,
+        quota=quota,
+        cost=estimated_cost(prices, instances),
+        unconfirmed_prices=unconfirmed,
+        request=request,
+        cluster_yaml=cluster_yaml,
+    )
