@@ -4,21 +4,33 @@ moto 5.2.5 is close enough to SageMaker HyperPod and EC2 for Pitcrew, but not qu
 names the gap it fills (see /work/shared/reference/aws.md section 5). The patches change moto's classes
 in this process, and `ThreadedMotoServer` serves from this process too: its werkzeug app dispatches
 every request to `SageMakerResponse.dispatch`, which builds a fresh response object and looks the action
-method up by name on the class, and the backends it calls are the module-level `sagemaker_backends` /
-`ec2_backends`. So patching the classes before (or even after) the server starts changes what clients
-see, and the state helpers here (`set_hyperpod_node_status`, ...) act on the same objects the server uses.
+method up by name on the class (so a method added to the class is a new operation), and the backends it
+calls are the module-level `sagemaker_backends` / `ec2_backends`. So patching the classes before (or even
+after) the server starts changes what clients see, and the state helpers here (`set_hyperpod_node_status`,
+...) act on the same objects the server uses.
+
+HyperPod work takes time in AWS and Pitcrew's progress messages poll for it, so the HyperPod operations
+moto lacks (UpdateCluster, Batch{Reboot,Replace,Delete}ClusterNodes), and optionally CreateCluster and
+DeleteCluster, run under one process-wide progression model (section "progression" below): each
+transition completes a configurable number of seconds after the call (`set_hyperpod_progress`,
+`hyperpod_progress`), lazily, whenever the cluster is read; `advance_hyperpod` completes them at once.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import logging
+import math
 import os
 import re
 import threading
-from collections.abc import Callable
-from datetime import UTC, datetime
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import botocore.session
@@ -27,12 +39,17 @@ if TYPE_CHECKING:
     from moto.server import ThreadedMotoServer
 
 __all__ = [
+    "HyperPodProgress",
+    "advance_hyperpod",
     "apply_moto_patches",
+    "get_hyperpod_progress",
     "hyperpod_node_id",
+    "hyperpod_progress",
     "reset_moto_server",
     "set_ec2_instance_status",
     "set_hyperpod_cluster_status",
     "set_hyperpod_node_status",
+    "set_hyperpod_progress",
     "start_moto_server",
 ]
 
@@ -135,6 +152,176 @@ class _NodesByInstanceId(dict[str, Any]):
         super().__setitem__(getattr(node, "instance_id", key), node)
 
 
+# --- progression --------------------------------------------------------------------------------------
+#
+# Gap (f): moto's HyperPod is static (a cluster is InService and every node Running from the moment it
+# exists), while in AWS creating, scaling, rebooting, replacing and deleting take minutes and Pitcrew
+# polls DescribeCluster / ListClusterNodes to report them. Each operation here changes the state at
+# once to what AWS shows first (Updating, Pending, ShuttingDown, Deleting, TargetCount) and schedules
+# "steps" on the cluster: each completes one transition `seconds` after the call (a replacement is two
+# steps in a row). Nothing runs in the background: due steps run, in order, whenever the cluster is read
+# (DescribeCluster, ListClusters, ListClusterNodes, DescribeClusterNode), before any HyperPod write, and
+# in the state helpers below; advance_hyperpod runs all of a cluster's steps now. With seconds == 0 the
+# steps run before the call returns. A step checks that what it finishes is still there (a node still
+# Pending, a cluster still Updating, ...), so a status injected meanwhile (set_hyperpod_node_status) wins.
+
+
+@dataclass(frozen=True)
+class HyperPodProgress:
+    """How long the emulated HyperPod's transitions take, in seconds (0: done before the call returns).
+
+    seconds: UpdateCluster (cluster Updating -> InService, new nodes Pending -> Running, nodes scaled
+        away ShuttingDown -> gone), BatchRebootClusterNodes (Pending -> Running), BatchReplaceClusterNodes
+        (old node ShuttingDown -> gone and its replacement Pending, then -> Running: twice `seconds`) and
+        BatchDeleteClusterNodes (ShuttingDown -> gone). Default 3 s: visible in the sandbox, short in tests.
+    create_seconds: CreateCluster (Creating with Pending nodes -> InService with Running nodes). Default 0,
+        moto's instant InService: bot/sandbox/seed.py and the tests create clusters and expect them ready.
+        The sandbox can raise it after seeding, so a launch from Slack shows Creating first.
+    delete_seconds: DeleteCluster (Deleting, nodes ShuttingDown -> gone). Default 0, moto's instant delete:
+        test fixtures delete their clusters on teardown and the next test lists the fleet.
+    """
+
+    seconds: float = 3.0
+    create_seconds: float = 0.0
+    delete_seconds: float = 0.0
+
+
+_progress_settings = HyperPodProgress()
+# The threaded server handles requests concurrently; every HyperPod change and step runs under this lock.
+_state_lock = threading.RLock()
+_step_numbers = itertools.count()
+# Node statuses that BatchReboot/Replace/DeleteClusterNodes act on; others are mid-change or gone.
+_ACTIONABLE_NODE_STATUSES = frozenset({"Running", "Failure"})
+# The API docs: "If you need to delete more than 99 instances, contact Support" (the model allows 3000).
+BATCH_DELETE_NODES_LIMIT = 99
+
+
+@dataclass
+class _Step:
+    due: float  # time.monotonic()
+    number: int  # steps due at the same time run in the order they were scheduled
+    run: Callable[[Any, float], None]  # (cluster, due); may schedule follow-up steps counted from `due`
+
+
+def _steps(cluster: Any) -> list[_Step]:
+    steps: list[_Step] = cluster.__dict__.setdefault("_pitcrew_steps", [])
+    return steps
+
+
+def _schedule(cluster: Any, due: float, run: Callable[[Any, float], None]) -> None:
+    _steps(cluster).append(_Step(due, next(_step_numbers), run))
+
+
+def _run_steps(cluster: Any, until: float | None) -> int:
+    """Run the cluster's steps due by `until` (every step, follow-ups included, if None); how many ran."""
+    steps = _steps(cluster)
+    ran = 0
+    while ready := [step for step in steps if until is None or step.due <= until]:
+        step = min(ready, key=lambda s: (s.due, s.number))
+        steps.remove(step)
+        step.run(cluster, step.due)
+        ran += 1
+    return ran
+
+
+def _plain_name(cluster_name: Any) -> str:
+    name = str(cluster_name or "")
+    return name.split("/")[-1] if name.startswith("arn:") else name
+
+
+def _settle(backend: Any, cluster_name: str | None = None) -> None:
+    """Run the due steps of one cluster of the backend, or of all its clusters."""
+    now = time.monotonic()
+    if cluster_name is None:
+        clusters = list(backend.clusters.values())
+    else:
+        clusters = [c for c in [backend.clusters.get(_plain_name(cluster_name))] if c is not None]
+    for cluster in clusters:
+        if _steps(cluster):
+            _run_steps(cluster, now)
+
+
+def _backdate(node: Any, due: float) -> None:
+    # A node launched by a step that ran late (lazily) shows the launch time the step was due at.
+    late = time.monotonic() - due
+    if late > 0:
+        node.launch_time -= timedelta(seconds=late)
+
+
+def _group_of(cluster: Any, group_name: str) -> dict[str, Any] | None:
+    return next((g for g in cluster.instance_groups if g["InstanceGroupName"] == group_name), None)
+
+
+def _add_node(cluster: Any, group: dict[str, Any], due: float) -> Any:
+    """A new Pending node in the group, named like hyperpod_node_id(..., group, n) for the group's n-th node."""
+    from moto.sagemaker.models import ClusterNode
+
+    name = group["InstanceGroupName"]
+    created: dict[str, int] = cluster.__dict__.setdefault("_pitcrew_created", {})
+    index = created.get(name, 0)
+    created[name] = index + 1
+    node = ClusterNode(
+        region_name=cluster.region_name,
+        account_id=cluster.account_id,
+        cluster_name=cluster.cluster_name,
+        instance_group_name=name,
+        instance_type=group["InstanceType"],
+        life_cycle_config=group["LifeCycleConfig"],
+        execution_role=group["ExecutionRole"],
+        node_id=f"{name}-{index}",
+        threads_per_core=group.get("ThreadsPerCore"),
+    )
+    node.status = "Pending"
+    _backdate(node, due)
+    cluster.nodes[node.instance_id] = node
+    return node
+
+
+def _becomes(node_id: str, expected: str, status: str) -> Callable[[Any, float], None]:
+    def run(cluster: Any, _due: float) -> None:
+        node = cluster.nodes.get(node_id)
+        if node is not None and node.status == expected:
+            node.status = status
+            node.status_message = ""
+
+    return run
+
+
+def _leaves(node_id: str) -> Callable[[Any, float], None]:
+    def run(cluster: Any, _due: float) -> None:
+        node = cluster.nodes.get(node_id)
+        if node is not None and node.status == "ShuttingDown":
+            del cluster.nodes[node_id]
+
+    return run
+
+
+def _replaced(node_id: str, seconds: float) -> Callable[[Any, float], None]:
+    """The old instance is gone; a new one (new instance id) joins the group: Pending, then Running."""
+
+    def run(cluster: Any, due: float) -> None:
+        old = cluster.nodes.get(node_id)
+        if old is None or old.status != "ShuttingDown":
+            return
+        del cluster.nodes[node_id]
+        group = _group_of(cluster, old.instance_group_name)
+        if group is not None:
+            new = _add_node(cluster, group, due)
+            _schedule(cluster, due + seconds, _becomes(new.instance_id, "Pending", "Running"))
+
+    return run
+
+
+def _shut_down(cluster: Any, node: Any, due: float, message: str, *, then: Callable[[Any, float], None]) -> None:
+    node.status = "ShuttingDown"
+    node.status_message = message
+    _schedule(cluster, due, then)
+
+
+def _node_health(nodes: list[Any]) -> str:
+    return "Degraded" if any(node.status == "Failure" for node in nodes) else "InService"
+
+
 # --- the patches --------------------------------------------------------------------------------------
 
 
@@ -148,7 +335,10 @@ def apply_moto_patches() -> None:
         _patch_cluster_nodes()
         _patch_clusters()
         _patch_not_found()
+        _patch_progression()  # after _patch_not_found: due steps run before the cluster is looked up
         _patch_create_cluster_request()
+        _patch_update_cluster()
+        _patch_batch_node_operations()
         _patch_ec2_status_checks()
         _patched = True
 
@@ -227,7 +417,9 @@ def _patch_clusters() -> None:
     else is "Degraded" when a node of the group is in Failure and "InService" otherwise. CurrentCount
     counts the group's nodes that have joined (all but Pending), since health and scaling shims change
     the node set after creation. Orchestrator and NodeRecovery echo CreateCluster (moto drops both),
-    defaulting to a Slurm orchestrator and Automatic recovery.
+    defaulting to a Slurm orchestrator and Automatic recovery. While an UpdateCluster of ours runs, only
+    the groups it changes follow the cluster (Updating; Creating for a new group, Deleting for a group
+    in InstanceGroupsToDelete); the others keep their own status, as in AWS.
     """
     from moto.sagemaker.models import Cluster
 
@@ -239,15 +431,23 @@ def _patch_clusters() -> None:
         self.nodes = _NodesByInstanceId()
         self.orchestrator = {"Slurm": {"SlurmConfigStrategy": "Managed"}}
         self.node_recovery = "Automatic"
+        # How many nodes each group has had, so nodes added later get fresh ids (see _add_node).
+        self._pitcrew_created = {g["InstanceGroupName"]: g["TargetCount"] for g in self.instance_groups}
+        self._pitcrew_group_status = None  # group -> status while an UpdateCluster of ours runs
+        self._pitcrew_steps = []
 
     def describe(self: Any) -> dict[str, Any]:
+        all_nodes = list(self.nodes.values())  # one snapshot: steps may change the dict meanwhile
+        updating = self.__dict__.get("_pitcrew_group_status") if self.status == "Updating" else None
         groups = []
-        for group in self.instance_groups:
-            nodes = [node for node in self.nodes.values() if node.instance_group_name == group["InstanceGroupName"]]
-            if self.status in _CLUSTER_TO_GROUP_STATUS:
+        for group in list(self.instance_groups):
+            nodes = [node for node in all_nodes if node.instance_group_name == group["InstanceGroupName"]]
+            if updating is not None:
+                status = updating.get(group["InstanceGroupName"]) or _node_health(nodes)
+            elif self.status in _CLUSTER_TO_GROUP_STATUS:
                 status = _CLUSTER_TO_GROUP_STATUS[self.status]
             else:
-                status = "Degraded" if any(node.status == "Failure" for node in nodes) else "InService"
+                status = _node_health(nodes)
             groups.append({**group, "CurrentCount": sum(node.status != "Pending" for node in nodes), "Status": status})
         return {
             "ClusterArn": self.arn,
@@ -290,6 +490,74 @@ def _patch_not_found() -> None:
         setattr(SageMakerModelBackend, name, guard(getattr(SageMakerModelBackend, name)))
 
 
+def _patch_progression() -> None:
+    """Gap (f), reads and DeleteCluster: run due steps before a cluster is read (see "progression").
+
+    Gap (g): DeleteCluster removes the cluster at once; AWS shows it Deleting first (ClusterStatus enum),
+    and answers ConflictException (in the model's errors for DeleteCluster) while it is. With
+    HyperPodProgress.delete_seconds > 0 the cluster goes Deleting, its nodes ShuttingDown, and it is
+    gone that many seconds later; with 0 (the default) moto's instant delete stays.
+    """
+    from moto.sagemaker.exceptions import ConflictException, ResourceNotFound
+    from moto.sagemaker.models import SageMakerModelBackend
+
+    def settled(method: Callable[..., Any], *, one_cluster: bool) -> Callable[..., Any]:
+        @functools.wraps(method)
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            with _state_lock:
+                if one_cluster:
+                    _settle(self, _plain_name(kwargs.get("cluster_name", args[0] if args else "")))
+                else:
+                    _settle(self)
+                return method(self, *args, **kwargs)
+
+        return wrapper
+
+    for name in ("describe_cluster", "describe_cluster_node", "list_cluster_nodes"):
+        setattr(SageMakerModelBackend, name, settled(getattr(SageMakerModelBackend, name), one_cluster=True))
+    SageMakerModelBackend.list_clusters = settled(  # type: ignore[method-assign]
+        SageMakerModelBackend.list_clusters, one_cluster=False
+    )
+
+    instant_delete = SageMakerModelBackend.delete_cluster
+
+    @functools.wraps(instant_delete)
+    def delete_cluster(self: Any, cluster_name: str) -> str:
+        with _state_lock:
+            name = _plain_name(cluster_name)
+            _settle(self, name)
+            cluster = self.clusters.get(name)
+            if cluster is None:
+                raise ResourceNotFound(message=f"Cluster {name!r} not found.")
+            if cluster.status == "Deleting":
+                raise ConflictException(f"Cluster {name} is already being deleted.")
+            seconds = _progress_settings.delete_seconds
+            if seconds <= 0:
+                return str(instant_delete(self, cluster_name=cluster_name))
+            _steps(cluster).clear()  # nothing else finishes on a cluster that is going away
+            cluster.status = "Deleting"
+            cluster._pitcrew_group_status = None
+            for node in list(cluster.nodes.values()):
+                node.status = "ShuttingDown"
+                node.status_message = ""
+            _schedule(cluster, time.monotonic() + seconds, _cluster_gone)
+            return str(cluster.arn)
+
+    SageMakerModelBackend.delete_cluster = delete_cluster  # type: ignore[method-assign]
+
+
+def _cluster_gone(cluster: Any, _due: float) -> None:
+    from moto.sagemaker.models import sagemaker_backends
+
+    if cluster.status != "Deleting":
+        return
+    clusters: dict[str, Any] = sagemaker_backends[cluster.account_id][cluster.region_name].clusters
+    name: str = cluster.cluster_name
+    if clusters.get(name) is cluster:
+        del clusters[name]
+    _steps(cluster).clear()
+
+
 def _patch_create_cluster_request() -> None:
     """Gaps in CreateCluster's request handling (moto's SageMakerResponse.create_cluster).
 
@@ -298,6 +566,8 @@ def _patch_create_cluster_request() -> None:
       retry gets ResourceInUse and a half-built cluster stays; the field is optional in the API.
     - A group without InstanceType or LifeCycleConfig is a bare 500 (KeyError): answer with a
       ValidationException that says what moto needs instead.
+    - Gap (f): the cluster is InService at once. With HyperPodProgress.create_seconds > 0 it starts
+      Creating with every node Pending, and is InService with Running nodes that many seconds later.
     """
     from moto.core.responses import ActionResult
     from moto.sagemaker.exceptions import ValidationError
@@ -315,20 +585,363 @@ def _patch_create_cluster_request() -> None:
                     )
             group.setdefault("ThreadsPerCore", None)
         backend = self.sagemaker_backend
-        arn = backend.create_cluster(
-            cluster_name=cluster_name,
-            instance_groups=instance_groups,
-            vpc_config=self._get_param("VpcConfig"),
-            tags=self._get_param("Tags"),
-        )
-        cluster = backend.clusters[cluster_name]
-        orchestrator = self._get_param("Orchestrator")
-        if orchestrator:
-            cluster.orchestrator = orchestrator
-        cluster.node_recovery = self._get_param("NodeRecovery") or "Automatic"
+        with _state_lock:  # nobody sees the cluster InService before it goes Creating
+            arn = backend.create_cluster(
+                cluster_name=cluster_name,
+                instance_groups=instance_groups,
+                vpc_config=self._get_param("VpcConfig"),
+                tags=self._get_param("Tags"),
+            )
+            cluster = backend.clusters[cluster_name]
+            orchestrator = self._get_param("Orchestrator")
+            if orchestrator:
+                cluster.orchestrator = orchestrator
+            cluster.node_recovery = self._get_param("NodeRecovery") or "Automatic"
+            seconds = _progress_settings.create_seconds
+            if seconds > 0:
+                due = time.monotonic() + seconds
+                cluster.status = "Creating"
+                for node in list(cluster.nodes.values()):
+                    node.status = "Pending"
+                    _schedule(cluster, due, _becomes(node.instance_id, "Pending", "Running"))
+                _schedule(cluster, due, _cluster_becomes("Creating", "InService"))
         return ActionResult({"ClusterArn": arn})
 
     setattr(SageMakerResponse, "create_cluster", create_cluster)  # noqa: B010
+
+
+def _cluster_becomes(expected: str, status: str) -> Callable[[Any, float], None]:
+    def run(cluster: Any, _due: float) -> None:
+        if cluster.status == expected:
+            cluster.status = status
+
+    return run
+
+
+# --- request validation, as AWS words it, against the installed botocore model -------------------------
+
+
+@functools.cache
+def _sagemaker_shape_metadata(shape: str) -> dict[str, Any]:
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    return dict(model.shape_for(shape).metadata)
+
+
+@functools.cache
+def _sagemaker_member_max(operation: str, member: str) -> int:
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    return int(model.operation_model(operation).input_shape.members[member].metadata["max"])
+
+
+def _invalid(where: str, value: Any, constraint: str) -> Exception:
+    from moto.sagemaker.exceptions import ValidationError
+
+    shown = "null" if value is None else f"'{value}'"
+    return ValidationError(
+        message=f"1 validation error detected: Value {shown} at '{where}' failed to satisfy constraint: {constraint}"
+    )
+
+
+def _require(value: Any, where: str) -> None:
+    if value is None:
+        raise _invalid(where, None, "Member must not be null")
+
+
+def _check_pattern(value: Any, shape: str, where: str) -> None:
+    metadata = _sagemaker_shape_metadata(shape)
+    if not isinstance(value, str):
+        raise _invalid(where, value, "Member must be a string")
+    if len(value) > metadata.get("max", len(value)) or len(value) < metadata.get("min", 0):
+        raise _invalid(where, value, f"Member must have length between {metadata.get('min', 0)} and {metadata['max']}")
+    if "pattern" in metadata and not re.fullmatch(metadata["pattern"], value):
+        raise _invalid(where, value, f"Member must satisfy regular expression pattern: {metadata['pattern']}")
+
+
+def _check_range(value: Any, shape: str, where: str) -> None:
+    metadata = _sagemaker_shape_metadata(shape)
+    low, high = metadata.get("min", -math.inf), metadata.get("max", math.inf)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise _invalid(where, value, f"Member must be an integer between {low} and {high}")
+
+
+# --- UpdateCluster --------------------------------------------------------------------------------------
+
+
+def _patch_update_cluster() -> None:
+    """Gap (h): moto has no UpdateCluster (a 500 in server mode, NotImplementedError in-process).
+
+    Shaped by botocore's UpdateCluster: InstanceGroups[ClusterInstanceGroupSpecification] (required per
+    group: InstanceCount, InstanceGroupName, ExecutionRole), InstanceGroupsToDelete, NodeRecovery,
+    Orchestrator; the answer is {ClusterArn}; errors ResourceNotFound, ConflictException (the cluster
+    is not InService) and ValidationException (a missing or malformed field, named as AWS names it).
+    A listed group takes the new spec and InstanceCount becomes its TargetCount at once; a new name adds
+    a group (moto needs its InstanceType and LifeCycleConfig, as for CreateCluster); groups not listed
+    are left alone. The cluster goes Updating; nodes to add are new Pending nodes with fresh ids, nodes
+    to remove are picked by "SageMaker" (Failure first, then Pending, then the newest) and go
+    ShuttingDown; one step later (HyperPodProgress.seconds) they are Running or gone, deleted groups are
+    gone and the cluster is InService. There is no ClientToken in this operation's model.
+    """
+    from moto.core.responses import ActionResult
+    from moto.sagemaker.responses import SageMakerResponse
+
+    def update_cluster(self: Any) -> ActionResult:
+        arn = _update_cluster(
+            self.sagemaker_backend,
+            cluster_name=self._get_param("ClusterName"),
+            specs=self._get_param("InstanceGroups") or [],
+            groups_to_delete=self._get_param("InstanceGroupsToDelete") or [],
+            node_recovery=self._get_param("NodeRecovery"),
+            orchestrator=self._get_param("Orchestrator"),
+        )
+        return ActionResult({"ClusterArn": arn})
+
+    setattr(SageMakerResponse, "update_cluster", update_cluster)  # noqa: B010
+
+
+def _update_cluster(
+    backend: Any,
+    *,
+    cluster_name: Any,
+    specs: list[dict[str, Any]],
+    groups_to_delete: list[str],
+    node_recovery: str | None,
+    orchestrator: dict[str, Any] | None,
+) -> str:
+    from moto.sagemaker.exceptions import ConflictException, ResourceNotFound, ValidationError
+
+    _require(cluster_name, "ClusterName")
+    for position, spec in enumerate(specs, 1):
+        where = f"InstanceGroups.{position}.member"
+        for required in ("InstanceCount", "InstanceGroupName", "ExecutionRole"):
+            _require(spec.get(required), f"{where}.{required}")
+        _check_range(spec["InstanceCount"], "ClusterInstanceCount", f"{where}.InstanceCount")
+        _check_pattern(spec["InstanceGroupName"], "ClusterInstanceGroupName", f"{where}.InstanceGroupName")
+        _check_pattern(spec["ExecutionRole"], "RoleArn", f"{where}.ExecutionRole")
+    names = [spec["InstanceGroupName"] for spec in specs]
+    if repeated := sorted({name for name in names if names.count(name) > 1}):
+        raise ValidationError(message=f"Instance group names must be unique in InstanceGroups: {', '.join(repeated)}.")
+    if both := sorted(set(names) & set(groups_to_delete)):
+        raise ValidationError(
+            message=f"Instance groups cannot be both updated and deleted in one request: {', '.join(both)}."
+        )
+
+    with _state_lock:
+        name = _plain_name(cluster_name)
+        _settle(backend, name)
+        cluster = backend.clusters.get(name)
+        if cluster is None:
+            raise ResourceNotFound(message=f"Cluster {name!r} not found.")
+        if cluster.status != "InService":
+            raise ConflictException(f"Cluster {name} is {cluster.status}; it can be updated only when it is InService.")
+        existing = {group["InstanceGroupName"]: group for group in cluster.instance_groups}
+        if unknown := [group for group in groups_to_delete if group not in existing]:
+            raise ValidationError(
+                message=f"InstanceGroupsToDelete: no instance group {', '.join(unknown)} in cluster {name}."
+            )
+        for spec in specs:  # everything is checked before anything changes
+            group = existing.get(spec["InstanceGroupName"])
+            if group is None:
+                for required in ("InstanceType", "LifeCycleConfig"):
+                    if required not in spec:
+                        raise ValidationError(
+                            message=f"New instance group {spec['InstanceGroupName']!r}: the sandbox (moto) needs "
+                            f"{required}."
+                        )
+                cluster.valid_cluster_node_instance_types(spec["InstanceType"])
+                source = str(spec["LifeCycleConfig"].get("SourceS3Uri", ""))
+                if not source.startswith("s3://sagemaker-"):
+                    raise ValidationError(
+                        message=f"Validation Error: SourceS3Uri {source} does not start with 's3://sagemaker'."
+                    )
+            elif spec.get("InstanceType", group["InstanceType"]) != group["InstanceType"]:
+                raise ValidationError(
+                    message=f"The InstanceType of instance group {spec['InstanceGroupName']!r} cannot be changed "
+                    f"(it is {group['InstanceType']})."
+                )
+
+        seconds = _progress_settings.seconds
+        due = time.monotonic() + seconds
+        changing: dict[str, str] = {}
+        for spec in specs:
+            fields = {key: value for key, value in spec.items() if key != "InstanceCount"}
+            group = existing.get(spec["InstanceGroupName"])
+            if group is None:
+                group = {"ThreadsPerCore": None, **fields}
+                cluster.instance_groups.append(group)
+                changing[group["InstanceGroupName"]] = "Creating"
+            else:
+                group.update(fields)
+                changing[group["InstanceGroupName"]] = "Updating"
+            group["TargetCount"] = spec["InstanceCount"]
+            _resize(cluster, group, due)
+        for group_name in groups_to_delete:
+            existing[group_name]["TargetCount"] = 0
+            changing[group_name] = "Deleting"
+            _resize(cluster, existing[group_name], due)
+        if node_recovery:
+            cluster.node_recovery = node_recovery
+        if orchestrator:
+            cluster.orchestrator = orchestrator
+        cluster.status = "Updating"
+        cluster._pitcrew_group_status = changing
+        _schedule(cluster, due, _update_done(frozenset(groups_to_delete)))
+        _run_steps(cluster, time.monotonic())  # seconds == 0: all done before the answer
+        return str(cluster.arn)
+
+
+def _scale_down_order(node: Any) -> tuple[int, float, str]:
+    # Which nodes "SageMaker" removes first: broken ones, then ones not yet joined, then the newest.
+    return ({"Failure": 0, "Pending": 1}.get(node.status, 2), -node.launch_time.timestamp(), node.instance_id)
+
+
+def _resize(cluster: Any, group: dict[str, Any], due: float) -> None:
+    """Add or remove nodes so the group will have TargetCount nodes once the due steps have run."""
+    name = group["InstanceGroupName"]
+    nodes = [node for node in list(cluster.nodes.values()) if node.instance_group_name == name]
+    # A node being replaced still counts: its replacement takes its place.
+    staying = [node for node in nodes if node.status != "ShuttingDown" or node.__dict__.get("_pitcrew_replacing")]
+    missing = group["TargetCount"] - len(staying)
+    for _ in range(missing):
+        node = _add_node(cluster, group, time.monotonic())
+        _schedule(cluster, due, _becomes(node.instance_id, "Pending", "Running"))
+    if missing < 0:
+        removable = sorted((node for node in staying if node.status != "ShuttingDown"), key=_scale_down_order)
+        for node in removable[:-missing]:
+            _shut_down(cluster, node, due, "Scaling down (UpdateCluster)", then=_leaves(node.instance_id))
+
+
+def _update_done(deleted_groups: frozenset[str]) -> Callable[[Any, float], None]:
+    def run(cluster: Any, _due: float) -> None:
+        if deleted_groups:
+            cluster.instance_groups[:] = [
+                group for group in cluster.instance_groups if group["InstanceGroupName"] not in deleted_groups
+            ]
+        cluster._pitcrew_group_status = None
+        if cluster.status == "Updating":
+            cluster.status = "InService"
+
+    return run
+
+
+# --- Batch{Reboot,Replace,Delete}ClusterNodes -----------------------------------------------------------
+
+
+def _patch_batch_node_operations() -> None:
+    """Gap (i): moto has no BatchRebootClusterNodes, BatchReplaceClusterNodes or BatchDeleteClusterNodes.
+
+    Shaped by botocore: ClusterName and NodeIds in; Successful (node ids) and Failed out, partial failure
+    in the body of an HTTP 200. Reboot and replace take at most 25 ids (the model's max) and fail a node
+    with {NodeId, ErrorCode: InstanceIdNotFound | InvalidInstanceStatus, Message}; delete takes at most 99
+    (the API docs; the model says 3000) and fails one with {Code: NodeIdNotFound | InvalidNodeStatus,
+    Message, NodeId}: note `Code`, not `ErrorCode`. Only Running and Failure nodes can be acted on; a
+    node that is Pending (joining, rebooting) or ShuttingDown (being replaced or removed) is refused.
+    More ids than allowed, an id that is not an instance id, or NodeLogicalIds (only for clusters in
+    Continuous provisioning mode, which moto has not) are a ValidationException; a repeated id counts
+    once. None of the three has a ClientToken in the model.
+    - Reboot: the node is Pending ("Rebooting"), then Running again, same id.
+    - Replace: the node is ShuttingDown; a step later it is gone and a new instance with a new id is
+      Pending in its group; a step after that it is Running. TargetCount does not change.
+    - Delete: the group's TargetCount drops by one at once; the node is ShuttingDown, then gone.
+    """
+    from moto.core.responses import ActionResult
+    from moto.sagemaker.responses import SageMakerResponse
+
+    def node_operation(
+        operation: str, act: Callable[[Any, Any, float, float], None], *, error_field: str, codes: tuple[str, str]
+    ) -> Callable[[Any], ActionResult]:
+        limit = BATCH_DELETE_NODES_LIMIT if operation == "BatchDeleteClusterNodes" else None
+
+        def handler(self: Any) -> ActionResult:
+            node_ids = _requested_node_ids(self, operation, limit)
+            with _state_lock:
+                cluster = _settled_cluster(self.sagemaker_backend, self._get_param("ClusterName"))
+                seconds = _progress_settings.seconds
+                due = time.monotonic() + seconds
+                successful: list[str] = []
+                failed: list[dict[str, str]] = []
+                for node_id in node_ids:
+                    node = cluster.nodes.get(node_id)
+                    if node is None:
+                        message = f"Node {node_id} was not found in cluster {cluster.cluster_name}."
+                        failed.append({"NodeId": node_id, error_field: codes[0], "Message": message})
+                    elif node.status not in _ACTIONABLE_NODE_STATUSES:
+                        message = (
+                            f"Node {node_id} is {node.status}; wait for its ongoing changes to finish before retrying."
+                        )
+                        failed.append({"NodeId": node_id, error_field: codes[1], "Message": message})
+                    else:
+                        act(cluster, node, due, seconds)
+                        successful.append(node_id)
+                _run_steps(cluster, time.monotonic())  # seconds == 0: all done before the answer
+            return ActionResult({"Successful": successful, "Failed": failed})
+
+        return handler
+
+    reboot_codes = ("InstanceIdNotFound", "InvalidInstanceStatus")
+    handlers = {
+        "batch_reboot_cluster_nodes": node_operation(
+            "BatchRebootClusterNodes", _reboot, error_field="ErrorCode", codes=reboot_codes
+        ),
+        "batch_replace_cluster_nodes": node_operation(
+            "BatchReplaceClusterNodes", _replace, error_field="ErrorCode", codes=reboot_codes
+        ),
+        "batch_delete_cluster_nodes": node_operation(
+            "BatchDeleteClusterNodes", _delete, error_field="Code", codes=("NodeIdNotFound", "InvalidNodeStatus")
+        ),
+    }
+    for name, handler in handlers.items():
+        setattr(SageMakerResponse, name, handler)
+
+
+def _requested_node_ids(response: Any, operation: str, limit: int | None) -> list[str]:
+    from moto.sagemaker.exceptions import ValidationError
+
+    _require(response._get_param("ClusterName"), "ClusterName")
+    node_ids = response._get_param("NodeIds") or []
+    if response._get_param("NodeLogicalIds"):
+        raise ValidationError(
+            message="NodeLogicalIds are supported only for clusters whose NodeProvisioningMode is Continuous; "
+            "use NodeIds."
+        )
+    if not node_ids:
+        raise ValidationError(message="Either NodeIds or NodeLogicalIds must be provided.")
+    limit = limit or _sagemaker_member_max(operation, "NodeIds")
+    if len(node_ids) > limit:
+        raise _invalid("NodeIds", f"[{len(node_ids)} ids]", f"Member must have length less than or equal to {limit}")
+    for position, node_id in enumerate(node_ids, 1):
+        _check_pattern(node_id, "ClusterNodeId", f"NodeIds.{position}.member")
+    return list(dict.fromkeys(node_ids))
+
+
+def _settled_cluster(backend: Any, cluster_name: Any) -> Any:
+    from moto.sagemaker.exceptions import ResourceNotFound
+
+    name = _plain_name(cluster_name)
+    _settle(backend, name)
+    cluster = backend.clusters.get(name)
+    if cluster is None:
+        raise ResourceNotFound(message=f"Cluster {name!r} not found.")
+    return cluster
+
+
+def _reboot(cluster: Any, node: Any, due: float, _seconds: float) -> None:
+    node.status = "Pending"
+    node.status_message = "Rebooting (BatchRebootClusterNodes)"
+    _schedule(cluster, due, _becomes(node.instance_id, "Pending", "Running"))
+
+
+def _replace(cluster: Any, node: Any, due: float, seconds: float) -> None:
+    node._pitcrew_replacing = True
+    _shut_down(
+        cluster, node, due, "Being replaced (BatchReplaceClusterNodes)", then=_replaced(node.instance_id, seconds)
+    )
+
+
+def _delete(cluster: Any, node: Any, due: float, _seconds: float) -> None:
+    group = _group_of(cluster, node.instance_group_name)
+    if group is not None:
+        group["TargetCount"] = max(0, group["TargetCount"] - 1)
+    _shut_down(cluster, node, due, "Deleting (BatchDeleteClusterNodes)", then=_leaves(node.instance_id))
 
 
 def _patch_ec2_status_checks() -> None:
@@ -363,13 +976,66 @@ def _detail_status(summary: str) -> str:
 # --- state injection (in-process; the threaded server sees it at once) --------------------------------
 
 
-def _cluster(account_id: str, region: str, cluster_name: str) -> Any:
+def _cluster(account_id: str, region: str, cluster_name: str, *, settle: bool = True) -> Any:
     from moto.sagemaker.models import sagemaker_backends
 
-    clusters = sagemaker_backends[account_id][region].clusters
-    if cluster_name not in clusters:
-        raise LookupError(f"no HyperPod cluster {cluster_name!r} in {account_id}/{region} of this process's moto")
-    return clusters[cluster_name]
+    backend = sagemaker_backends[account_id][region]
+    with _state_lock:
+        if settle:
+            _settle(backend, cluster_name)
+        if cluster_name not in backend.clusters:
+            raise LookupError(f"no HyperPod cluster {cluster_name!r} in {account_id}/{region} of this process's moto")
+        return backend.clusters[cluster_name]
+
+
+def get_hyperpod_progress() -> HyperPodProgress:
+    """How long HyperPod transitions take now (process-wide)."""
+    return _progress_settings
+
+
+def set_hyperpod_progress(
+    seconds: float, *, create_seconds: float | None = None, delete_seconds: float | None = None
+) -> HyperPodProgress:
+    """Set how long each HyperPod transition takes, process-wide, and return the settings it replaces.
+
+    seconds: UpdateCluster and Batch{Reboot,Replace,Delete}ClusterNodes; create_seconds / delete_seconds:
+    CreateCluster / DeleteCluster (None: unchanged). 0 completes the work before the call returns. Work
+    already under way keeps the times it was given. See HyperPodProgress.
+    """
+    global _progress_settings
+    for value in (seconds, create_seconds, delete_seconds):
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise ValueError(f"progress times are seconds >= 0, not {value!r}")
+    previous = _progress_settings
+    _progress_settings = HyperPodProgress(
+        seconds=float(seconds),
+        create_seconds=previous.create_seconds if create_seconds is None else float(create_seconds),
+        delete_seconds=previous.delete_seconds if delete_seconds is None else float(delete_seconds),
+    )
+    return previous
+
+
+@contextmanager
+def hyperpod_progress(
+    seconds: float, *, create_seconds: float | None = None, delete_seconds: float | None = None
+) -> Iterator[HyperPodProgress]:
+    """set_hyperpod_progress for a block (a test, say), then the settings from before."""
+    global _progress_settings
+    previous = set_hyperpod_progress(seconds, create_seconds=create_seconds, delete_seconds=delete_seconds)
+    try:
+        yield _progress_settings
+    finally:
+        _progress_settings = previous
+
+
+def advance_hyperpod(account_id: str, region: str, cluster_name: str) -> int:
+    """Complete every transition under way in a cluster now, follow-ups included; how many ran.
+
+    A replaced node's successor is Running, scaled nodes are Running or gone, the cluster is InService
+    (or gone, if it was Deleting). LookupError if the cluster is not there (any more).
+    """
+    with _state_lock:
+        return _run_steps(_cluster(account_id, region, cluster_name, settle=False), None)
 
 
 def set_hyperpod_node_status(

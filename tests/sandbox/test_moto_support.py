@@ -1,22 +1,33 @@
-"""The moto server and the gaps moto_support fills: pagination, node ids, health injection, accounts."""
+"""The moto server and the gaps moto_support fills: pagination, node ids, health injection, accounts,
+and the HyperPod operations moto lacks (UpdateCluster, Batch*ClusterNodes) with their progression."""
 
 from __future__ import annotations
 
 import math
 import re
+import threading
+import time
+from collections.abc import Iterator
 from typing import Any
 
 import boto3
+import botocore.session
 import pytest
-from botocore.exceptions import ClientError
+from botocore.config import Config
+from botocore.exceptions import ClientError, ParamValidationError
 
 from bot.sandbox.moto_support import (
+    HyperPodProgress,
+    advance_hyperpod,
     apply_moto_patches,
+    get_hyperpod_progress,
     hyperpod_node_id,
+    hyperpod_progress,
     reset_moto_server,
     set_ec2_instance_status,
     set_hyperpod_cluster_status,
     set_hyperpod_node_status,
+    set_hyperpod_progress,
 )
 
 ACCOUNT = "123456789012"  # moto's default account, for the base "testing" keys
@@ -306,3 +317,479 @@ def test_ec2_status_checks_can_be_impaired(endpoint: str) -> None:
     assert healed["InstanceStatus"]["Status"] == "ok"
     with pytest.raises(ValueError, match="status check"):
         set_ec2_instance_status(ACCOUNT, REGION, ids[0], instance_status="broken")
+
+
+# --- HyperPod operations moto lacks, and their progression ---------------------------------------------
+
+WORKERS = "worker-group-1"
+CONTROLLER = "controller-machine"
+UNKNOWN_NODE = "i-0123456789abcdef0"  # well formed, in no cluster
+
+
+@pytest.fixture
+def slow() -> Iterator[HyperPodProgress]:
+    """Transitions that never finish by themselves during a test: advance_hyperpod drives them."""
+    with hyperpod_progress(600, create_seconds=0, delete_seconds=0) as settings:
+        yield settings
+
+
+def _groups(sagemaker: Any, name: str) -> dict[str, dict[str, Any]]:
+    return {g["InstanceGroupName"]: g for g in sagemaker.describe_cluster(ClusterName=name)["InstanceGroups"]}
+
+
+def _nodes(sagemaker: Any, name: str, group: str | None = None) -> dict[str, dict[str, Any]]:
+    return {
+        node["InstanceId"]: node
+        for node in _all_nodes(sagemaker, name)[0]
+        if group is None or node["InstanceGroupName"] == group
+    }
+
+
+def _statuses(sagemaker: Any, name: str, group: str = WORKERS) -> dict[str, str]:
+    return {node_id: node["InstanceStatus"]["Status"] for node_id, node in _nodes(sagemaker, name, group).items()}
+
+
+def _scale(sagemaker: Any, name: str, count: int, group: str = WORKERS) -> dict[str, Any]:
+    spec = {"InstanceGroupName": group, "InstanceCount": count, "ExecutionRole": ROLE}
+    response: dict[str, Any] = sagemaker.update_cluster(ClusterName=name, InstanceGroups=[spec])
+    return response
+
+
+def _worker(name: str, index: int) -> str:
+    return hyperpod_node_id(ACCOUNT, REGION, name, WORKERS, index)
+
+
+def _error(caught: pytest.ExceptionInfo[ClientError]) -> tuple[str, str, int]:
+    response = caught.value.response
+    return response["Error"]["Code"], response["Error"]["Message"], response["ResponseMetadata"]["HTTPStatusCode"]
+
+
+def test_scale_up_sets_target_at_once_and_adds_pending_nodes(sagemaker: Any, slow: HyperPodProgress) -> None:
+    _create(sagemaker, "c1", 4)
+    before = set(_statuses(sagemaker, "c1"))
+    answer = _scale(sagemaker, "c1", 6)
+    assert answer["ClusterArn"] == sagemaker.describe_cluster(ClusterName="c1")["ClusterArn"]
+
+    described = sagemaker.describe_cluster(ClusterName="c1")
+    assert described["ClusterStatus"] == "Updating"
+    groups = {g["InstanceGroupName"]: g for g in described["InstanceGroups"]}
+    assert (groups[WORKERS]["TargetCount"], groups[WORKERS]["CurrentCount"]) == (6, 4)
+    assert groups[WORKERS]["Status"] == "Updating"
+    assert groups[CONTROLLER]["Status"] == "InService"  # a group the update leaves alone
+    assert [s["ClusterStatus"] for s in sagemaker.list_clusters()["ClusterSummaries"]] == ["Updating"]
+    statuses = _statuses(sagemaker, "c1")
+    added = set(statuses) - before
+    assert added == {_worker("c1", 4), _worker("c1", 5)}  # fresh ids, predictable
+    assert all(re.fullmatch(r"i-[a-f0-9]{17}", node_id) for node_id in added)
+    assert {statuses[node_id] for node_id in added} == {"Pending"}
+    assert {statuses[node_id] for node_id in before} == {"Running"}
+    pending = sagemaker.describe_cluster_node(ClusterName="c1", NodeId=_worker("c1", 5))["NodeDetails"]
+    assert pending["InstanceStatus"]["Status"] == "Pending"
+    assert pending["InstanceType"] == "ml.p5.48xlarge" and pending["LifeCycleConfig"] == LIFECYCLE
+
+    assert advance_hyperpod(ACCOUNT, REGION, "c1") == 3  # two nodes join, then the cluster is InService
+    described = sagemaker.describe_cluster(ClusterName="c1")
+    assert described["ClusterStatus"] == "InService"
+    groups = {g["InstanceGroupName"]: g for g in described["InstanceGroups"]}
+    assert (groups[WORKERS]["TargetCount"], groups[WORKERS]["CurrentCount"]) == (6, 6)
+    assert groups[WORKERS]["Status"] == "InService"
+    assert set(_statuses(sagemaker, "c1").values()) == {"Running"}
+    assert len(_statuses(sagemaker, "c1")) == 6
+    assert advance_hyperpod(ACCOUNT, REGION, "c1") == 0
+
+
+def test_scale_down_removes_broken_nodes_first(sagemaker: Any, slow: HyperPodProgress) -> None:
+    _create(sagemaker, "c1", 6)
+    broken = _worker("c1", 1)
+    set_hyperpod_node_status(ACCOUNT, REGION, "c1", broken, "Failure", "GPU XID 79")
+    _scale(sagemaker, "c1", 3)
+
+    workers = _groups(sagemaker, "c1")[WORKERS]
+    assert (workers["TargetCount"], workers["CurrentCount"]) == (3, 6)  # leaving nodes still count
+    statuses = _statuses(sagemaker, "c1")
+    assert sorted(statuses.values()).count("ShuttingDown") == 3
+    assert statuses[broken] == "ShuttingDown"
+
+    advance_hyperpod(ACCOUNT, REGION, "c1")
+    workers = _groups(sagemaker, "c1")[WORKERS]
+    assert (workers["TargetCount"], workers["CurrentCount"], workers["Status"]) == (3, 3, "InService")
+    statuses = _statuses(sagemaker, "c1")
+    assert len(statuses) == 3 and set(statuses.values()) == {"Running"}
+    assert broken not in statuses
+    assert sagemaker.describe_cluster(ClusterName="c1")["ClusterStatus"] == "InService"
+
+
+def test_scale_to_zero_and_back_gives_new_ids(sagemaker: Any) -> None:
+    with hyperpod_progress(0):  # 0: done before the call returns
+        _create(sagemaker, "c1", 2)
+        _scale(sagemaker, "c1", 0)
+        assert sagemaker.describe_cluster(ClusterName="c1")["ClusterStatus"] == "InService"
+        assert _statuses(sagemaker, "c1") == {}
+        _scale(sagemaker, "c1", 2)
+        assert _statuses(sagemaker, "c1") == {_worker("c1", 2): "Running", _worker("c1", 3): "Running"}
+        workers = _groups(sagemaker, "c1")[WORKERS]
+        assert (workers["TargetCount"], workers["CurrentCount"]) == (2, 2)
+
+
+def test_update_adds_and_deletes_groups_and_sets_node_recovery(sagemaker: Any, slow: HyperPodProgress) -> None:
+    _create(sagemaker, "c1", 2)
+    trn = _group("worker-group-2", "ml.trn1.32xlarge", 3)
+    sagemaker.update_cluster(
+        ClusterName="c1",
+        InstanceGroups=[trn],
+        InstanceGroupsToDelete=[WORKERS],
+        NodeRecovery="None",
+    )
+    described = sagemaker.describe_cluster(ClusterName="c1")
+    groups = {g["InstanceGroupName"]: g for g in described["InstanceGroups"]}
+    assert groups["worker-group-2"]["Status"] == "Creating"
+    assert (groups["worker-group-2"]["TargetCount"], groups["worker-group-2"]["CurrentCount"]) == (3, 0)
+    assert groups["worker-group-2"]["InstanceType"] == "ml.trn1.32xlarge"
+    assert groups[WORKERS]["Status"] == "Deleting"
+    assert (groups[WORKERS]["TargetCount"], groups[WORKERS]["CurrentCount"]) == (0, 2)
+    assert groups[CONTROLLER]["Status"] == "InService"
+    assert described["NodeRecovery"] == "None"
+
+    advance_hyperpod(ACCOUNT, REGION, "c1")
+    groups = _groups(sagemaker, "c1")
+    assert set(groups) == {CONTROLLER, "worker-group-2"}
+    assert groups["worker-group-2"]["CurrentCount"] == 3
+    new = _statuses(sagemaker, "c1", "worker-group-2")
+    assert set(new) == {hyperpod_node_id(ACCOUNT, REGION, "c1", "worker-group-2", i) for i in range(3)}
+    assert set(new.values()) == {"Running"}
+    assert _statuses(sagemaker, "c1", WORKERS) == {}
+
+
+def test_update_while_updating_or_creating_is_a_conflict(sagemaker: Any) -> None:
+    with hyperpod_progress(600, create_seconds=600):
+        _create(sagemaker, "c1", 2)
+        with pytest.raises(ClientError) as caught:
+            _scale(sagemaker, "c1", 3)
+        code, message, status = _error(caught)
+        assert (code, status) == ("ConflictException", 400)
+        assert "Creating" in message
+        advance_hyperpod(ACCOUNT, REGION, "c1")
+
+        _scale(sagemaker, "c1", 3)
+        with pytest.raises(ClientError) as caught:
+            _scale(sagemaker, "c1", 4)
+        code, message, status = _error(caught)
+        assert (code, status) == ("ConflictException", 400)
+        assert "Updating" in message
+        assert _groups(sagemaker, "c1")[WORKERS]["TargetCount"] == 3  # the refused update changed nothing
+        advance_hyperpod(ACCOUNT, REGION, "c1")
+        _scale(sagemaker, "c1", 4)
+        assert _groups(sagemaker, "c1")[WORKERS]["TargetCount"] == 4
+
+
+def test_update_validation(endpoint: str, sagemaker: Any, slow: HyperPodProgress) -> None:
+    _create(sagemaker, "c1", 2)
+    # botocore itself refuses a group without a required member, before any request...
+    with pytest.raises(ParamValidationError, match="ExecutionRole"):
+        sagemaker.update_cluster(ClusterName="c1", InstanceGroups=[{"InstanceGroupName": WORKERS, "InstanceCount": 3}])
+    # ...and so does the server, naming the field, for a client that does not validate.
+    unchecked = boto3.client(
+        "sagemaker", region_name=REGION, endpoint_url=endpoint, config=Config(parameter_validation=False)
+    )
+    for missing in ("ExecutionRole", "InstanceCount", "InstanceGroupName"):
+        spec: dict[str, Any] = {"InstanceGroupName": WORKERS, "InstanceCount": 3, "ExecutionRole": ROLE}
+        del spec[missing]
+        with pytest.raises(ClientError) as caught:
+            unchecked.update_cluster(ClusterName="c1", InstanceGroups=[spec])
+        code, message, status = _error(caught)
+        assert (code, status) == ("ValidationException", 400)
+        assert f"InstanceGroups.1.member.{missing}" in message and "must not be null" in message
+
+    bad_requests: list[dict[str, Any]] = [
+        {"InstanceGroups": [{"InstanceGroupName": WORKERS, "InstanceCount": 6759, "ExecutionRole": ROLE}]},
+        {
+            "InstanceGroups": [
+                {"InstanceGroupName": WORKERS, "InstanceCount": 3, "ExecutionRole": "arn:aws:iam::12345:role/Short"}
+            ]
+        },
+        {"InstanceGroups": [_group(WORKERS, "ml.trn1.32xlarge", 3)]},  # a group's instance type is fixed
+        {"InstanceGroups": [{"InstanceGroupName": "worker-group-9", "InstanceCount": 1, "ExecutionRole": ROLE}]},
+        {"InstanceGroups": [_scale_spec(3), _scale_spec(4)]},
+        {"InstanceGroups": [_scale_spec(3)], "InstanceGroupsToDelete": [WORKERS]},
+        {"InstanceGroupsToDelete": ["no-such-group"]},
+    ]
+    for request in bad_requests:
+        with pytest.raises(ClientError) as caught:
+            sagemaker.update_cluster(ClusterName="c1", **request)
+        assert _error(caught)[0] == "ValidationException", request
+    described = sagemaker.describe_cluster(ClusterName="c1")
+    assert described["ClusterStatus"] == "InService"  # nothing started
+    assert _groups(sagemaker, "c1")[WORKERS]["TargetCount"] == 2
+
+    with pytest.raises(ClientError) as caught:
+        _scale(sagemaker, "nope", 3)
+    assert _error(caught)[0] == "ResourceNotFound"
+
+
+def _scale_spec(count: int) -> dict[str, Any]:
+    return {"InstanceGroupName": WORKERS, "InstanceCount": count, "ExecutionRole": ROLE}
+
+
+def test_update_cluster_by_arn(sagemaker: Any, slow: HyperPodProgress) -> None:
+    _create(sagemaker, "c1", 2)
+    arn = sagemaker.describe_cluster(ClusterName="c1")["ClusterArn"]
+    assert _scale(sagemaker, arn, 3)["ClusterArn"] == arn
+    assert _groups(sagemaker, "c1")[WORKERS]["TargetCount"] == 3
+
+
+def test_reboot_with_partial_failure(sagemaker: Any, slow: HyperPodProgress) -> None:
+    _create(sagemaker, "c1", 4)
+    good, pending = _worker("c1", 0), _worker("c1", 1)
+    set_hyperpod_node_status(ACCOUNT, REGION, "c1", pending, "Pending")
+    answer = sagemaker.batch_reboot_cluster_nodes(ClusterName="c1", NodeIds=[good, UNKNOWN_NODE, pending])
+    assert answer["ResponseMetadata"]["HTTPStatusCode"] == 200
+    assert answer["Successful"] == [good]
+    failed = {f["NodeId"]: f for f in answer["Failed"]}
+    assert failed[UNKNOWN_NODE]["ErrorCode"] == "InstanceIdNotFound"
+    assert failed[pending]["ErrorCode"] == "InvalidInstanceStatus"
+    assert all(f["Message"] for f in answer["Failed"])
+
+    rebooting = sagemaker.describe_cluster_node(ClusterName="c1", NodeId=good)["NodeDetails"]["InstanceStatus"]
+    assert rebooting == {"Status": "Pending", "Message": "Rebooting (BatchRebootClusterNodes)"}
+    again = sagemaker.batch_reboot_cluster_nodes(ClusterName="c1", NodeIds=[good])  # already rebooting
+    assert again["Successful"] == [] and again["Failed"][0]["ErrorCode"] == "InvalidInstanceStatus"
+    assert sagemaker.describe_cluster(ClusterName="c1")["ClusterStatus"] == "InService"
+
+    advance_hyperpod(ACCOUNT, REGION, "c1")
+    statuses = _statuses(sagemaker, "c1")
+    assert statuses[good] == "Running"  # same instance, back
+    assert statuses[pending] == "Pending"  # injected: no transition of ours to finish
+    assert len(statuses) == 4
+
+
+def test_reboot_heals_a_failed_node(sagemaker: Any, slow: HyperPodProgress) -> None:
+    _create(sagemaker, "c1", 2)
+    failed = _worker("c1", 0)
+    set_hyperpod_node_status(ACCOUNT, REGION, "c1", failed, "Failure", "NvidiaErrorReboot")
+    assert sagemaker.batch_reboot_cluster_nodes(ClusterName="c1", NodeIds=[failed])["Successful"] == [failed]
+    advance_hyperpod(ACCOUNT, REGION, "c1")
+    node = sagemaker.describe_cluster_node(ClusterName="c1", NodeId=failed)["NodeDetails"]
+    assert node["InstanceStatus"] == {"Status": "Running", "Message": ""}
+    assert _groups(sagemaker, "c1")[WORKERS]["Status"] == "InService"
+
+
+def test_replace_with_partial_failure_gives_a_new_instance(sagemaker: Any, slow: HyperPodProgress) -> None:
+    _create(sagemaker, "c1", 4)
+    good, pending = _worker("c1", 2), _worker("c1", 3)
+    set_hyperpod_node_status(ACCOUNT, REGION, "c1", good, "Failure", "XidHardwareFailure")
+    set_hyperpod_node_status(ACCOUNT, REGION, "c1", pending, "Pending")
+    answer = sagemaker.batch_replace_cluster_nodes(ClusterName="c1", NodeIds=[good, UNKNOWN_NODE, pending])
+    assert answer["Successful"] == [good]
+    assert {(f["NodeId"], f["ErrorCode"]) for f in answer["Failed"]} == {
+        (UNKNOWN_NODE, "InstanceIdNotFound"),
+        (pending, "InvalidInstanceStatus"),
+    }
+    assert _statuses(sagemaker, "c1")[good] == "ShuttingDown"
+    again = sagemaker.batch_replace_cluster_nodes(ClusterName="c1", NodeIds=[good])
+    assert again["Failed"][0]["ErrorCode"] == "InvalidInstanceStatus"
+
+    advance_hyperpod(ACCOUNT, REGION, "c1")
+    statuses = _statuses(sagemaker, "c1")
+    successor = _worker("c1", 4)  # the group's fifth instance
+    assert good not in statuses
+    assert statuses[successor] == "Running"
+    assert len(statuses) == 4
+    with pytest.raises(ClientError):
+        sagemaker.describe_cluster_node(ClusterName="c1", NodeId=good)
+    workers = _groups(sagemaker, "c1")[WORKERS]
+    # The injected Pending node has not joined; the successor has.
+    assert (workers["TargetCount"], workers["CurrentCount"], workers["Status"]) == (4, 3, "InService")
+
+
+def test_batch_limits_and_malformed_ids(sagemaker: Any, slow: HyperPodProgress) -> None:
+    _create(sagemaker, "c1", 2)
+    too_many = [f"i-{i:017x}" for i in range(26)]
+    for call in (sagemaker.batch_reboot_cluster_nodes, sagemaker.batch_replace_cluster_nodes):
+        with pytest.raises(ClientError) as caught:
+            call(ClusterName="c1", NodeIds=too_many)
+        code, message, status = _error(caught)
+        assert (code, status) == ("ValidationException", 400)
+        assert "25" in message
+        assert call(ClusterName="c1", NodeIds=too_many[:25])["Successful"] == []  # 25 unknown ids: fine
+        with pytest.raises(ClientError) as caught:
+            call(ClusterName="c1", NodeIds=["worker-group-1-0"])
+        assert _error(caught)[0] == "ValidationException"
+        with pytest.raises(ClientError) as caught:
+            call(ClusterName="nope", NodeIds=[UNKNOWN_NODE])
+        assert _error(caught)[0] == "ResourceNotFound"
+    with pytest.raises(ClientError) as caught:
+        sagemaker.batch_delete_cluster_nodes(ClusterName="c1", NodeIds=[f"i-{i:017x}" for i in range(100)])
+    assert _error(caught)[0] == "ValidationException"
+    assert set(_statuses(sagemaker, "c1").values()) == {"Running"}
+
+
+def test_delete_nodes_decrements_target_count(sagemaker: Any, slow: HyperPodProgress) -> None:
+    _create(sagemaker, "c1", 5)
+    first, second, pending = _worker("c1", 0), _worker("c1", 1), _worker("c1", 2)
+    set_hyperpod_node_status(ACCOUNT, REGION, "c1", pending, "Pending")
+    answer = sagemaker.batch_delete_cluster_nodes(
+        ClusterName="c1", NodeIds=[first, second, UNKNOWN_NODE, pending, first]
+    )
+    assert answer["Successful"] == [first, second]  # a repeated id counts once
+    failed = {f["NodeId"]: f for f in answer["Failed"]}
+    assert failed[UNKNOWN_NODE]["Code"] == "NodeIdNotFound"  # `Code` here, not `ErrorCode`
+    assert failed[pending]["Code"] == "InvalidNodeStatus"
+    assert "ErrorCode" not in failed[pending]
+
+    workers = _groups(sagemaker, "c1")[WORKERS]
+    assert (workers["TargetCount"], workers["CurrentCount"]) == (3, 4)  # the Pending node has not joined
+    assert _statuses(sagemaker, "c1")[first] == "ShuttingDown"
+    advance_hyperpod(ACCOUNT, REGION, "c1")
+    statuses = _statuses(sagemaker, "c1")
+    assert first not in statuses and second not in statuses
+    assert len(statuses) == 3
+    assert _groups(sagemaker, "c1")[WORKERS]["TargetCount"] == 3
+
+
+def test_progression_by_time(sagemaker: Any) -> None:
+    step = 0.4
+    with hyperpod_progress(step):
+        _create(sagemaker, "c1", 2)
+        old = _worker("c1", 0)
+        _scale(sagemaker, "c1", 3)
+        sagemaker.batch_replace_cluster_nodes(ClusterName="c1", NodeIds=[old])
+        assert sagemaker.describe_cluster(ClusterName="c1")["ClusterStatus"] == "Updating"
+        workers = _groups(sagemaker, "c1")[WORKERS]
+        assert (workers["TargetCount"], workers["CurrentCount"]) == (3, 2)
+
+        time.sleep(step + 0.05)  # one step: the update is done, the old node is gone, its successor joining
+        assert sagemaker.list_clusters()["ClusterSummaries"][0]["ClusterStatus"] == "InService"
+        statuses = _statuses(sagemaker, "c1")
+        assert old not in statuses
+        assert statuses[_worker("c1", 2)] == "Running"  # added by the scale-up
+        assert statuses[_worker("c1", 3)] == "Pending"  # the replacement
+        workers = _groups(sagemaker, "c1")[WORKERS]
+        assert (workers["TargetCount"], workers["CurrentCount"]) == (3, 2)
+
+        time.sleep(step + 0.05)  # two steps: the replacement is Running
+        statuses = _statuses(sagemaker, "c1")
+        assert set(statuses.values()) == {"Running"} and len(statuses) == 3
+        assert _groups(sagemaker, "c1")[WORKERS]["CurrentCount"] == 3
+
+
+def test_create_and_delete_can_take_time(sagemaker: Any) -> None:
+    assert get_hyperpod_progress().create_seconds == 0  # by default: seeded clusters are InService at once
+    with hyperpod_progress(600, create_seconds=600, delete_seconds=600):
+        _create(sagemaker, "c1", 2)
+        described = sagemaker.describe_cluster(ClusterName="c1")
+        assert described["ClusterStatus"] == "Creating"
+        assert {g["Status"] for g in described["InstanceGroups"]} == {"Creating"}
+        assert {g["CurrentCount"] for g in described["InstanceGroups"]} == {0}
+        assert {g["TargetCount"] for g in described["InstanceGroups"]} == {1, 2}
+        assert set(_statuses(sagemaker, "c1").values()) == {"Pending"}
+        refused = sagemaker.batch_reboot_cluster_nodes(ClusterName="c1", NodeIds=[_worker("c1", 0)])
+        assert refused["Failed"][0]["ErrorCode"] == "InvalidInstanceStatus"
+        advance_hyperpod(ACCOUNT, REGION, "c1")
+        assert sagemaker.describe_cluster(ClusterName="c1")["ClusterStatus"] == "InService"
+        assert set(_statuses(sagemaker, "c1").values()) == {"Running"}
+
+        sagemaker.delete_cluster(ClusterName="c1")
+        assert sagemaker.describe_cluster(ClusterName="c1")["ClusterStatus"] == "Deleting"
+        assert {g["Status"] for g in _groups(sagemaker, "c1").values()} == {"Deleting"}
+        assert set(_statuses(sagemaker, "c1").values()) == {"ShuttingDown"}
+        for call in (lambda: sagemaker.delete_cluster(ClusterName="c1"), lambda: _scale(sagemaker, "c1", 3)):
+            with pytest.raises(ClientError) as caught:
+                call()
+            assert _error(caught)[0] == "ConflictException"
+        advance_hyperpod(ACCOUNT, REGION, "c1")
+        with pytest.raises(ClientError) as caught:
+            sagemaker.describe_cluster(ClusterName="c1")
+        assert _error(caught)[0] == "ResourceNotFound"
+        assert sagemaker.list_clusters()["ClusterSummaries"] == []
+        with pytest.raises(LookupError):
+            advance_hyperpod(ACCOUNT, REGION, "c1")
+
+
+def test_create_and_delete_by_time(sagemaker: Any) -> None:
+    step = 0.3
+    with hyperpod_progress(step, create_seconds=step, delete_seconds=step):
+        _create(sagemaker, "c1", 1)
+        assert sagemaker.list_clusters()["ClusterSummaries"][0]["ClusterStatus"] == "Creating"
+        time.sleep(step + 0.05)
+        assert sagemaker.list_clusters()["ClusterSummaries"][0]["ClusterStatus"] == "InService"
+        sagemaker.delete_cluster(ClusterName="c1")
+        assert sagemaker.list_clusters()["ClusterSummaries"][0]["ClusterStatus"] == "Deleting"
+        time.sleep(step + 0.05)
+        assert sagemaker.list_clusters()["ClusterSummaries"] == []
+
+
+def test_injected_status_wins_over_a_pending_transition(sagemaker: Any, slow: HyperPodProgress) -> None:
+    _create(sagemaker, "c1", 1)
+    _scale(sagemaker, "c1", 2)
+    joining = _worker("c1", 1)
+    set_hyperpod_node_status(ACCOUNT, REGION, "c1", joining, "Failure", "failed its deep health check")
+    set_hyperpod_cluster_status(ACCOUNT, REGION, "c1", "Failed", "capacity")
+    advance_hyperpod(ACCOUNT, REGION, "c1")
+    assert _statuses(sagemaker, "c1")[joining] == "Failure"
+    assert sagemaker.describe_cluster(ClusterName="c1")["ClusterStatus"] == "Failed"
+
+
+def test_progress_settings() -> None:
+    assert get_hyperpod_progress() == HyperPodProgress(seconds=3.0, create_seconds=0.0, delete_seconds=0.0)
+    with hyperpod_progress(1.5, delete_seconds=2) as inside:
+        assert inside == get_hyperpod_progress() == HyperPodProgress(1.5, 0.0, 2.0)
+        previous = set_hyperpod_progress(0, create_seconds=4)
+        assert previous == inside
+        assert get_hyperpod_progress() == HyperPodProgress(0.0, 4.0, 2.0)
+    assert get_hyperpod_progress() == HyperPodProgress()
+    for bad in (-1.0, math.inf, math.nan):
+        with pytest.raises(ValueError):
+            set_hyperpod_progress(bad)
+    assert get_hyperpod_progress() == HyperPodProgress()
+
+
+def test_botocore_gives_these_operations_no_client_token() -> None:
+    """Nothing to honour: a retried UpdateCluster or Batch* call is a second call (Pitcrew keys them itself).
+    If a botocore upgrade adds a ClientToken, this fails, and the emulation should honour it."""
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    for operation in (
+        "UpdateCluster",
+        "BatchRebootClusterNodes",
+        "BatchReplaceClusterNodes",
+        "BatchDeleteClusterNodes",
+        "CreateCluster",
+        "DeleteCluster",
+    ):
+        members = model.operation_model(operation).input_shape.members
+        assert "ClientToken" not in members, operation
+        assert not any(shape.metadata.get("idempotencyToken") for shape in members.values()), operation
+
+
+def test_concurrent_readers_during_changes(sagemaker: Any) -> None:
+    """The threaded server: reads while nodes come and go never see a half-changed node set."""
+    with hyperpod_progress(0.01):
+        _create(sagemaker, "c1", 20)
+        errors: list[BaseException] = []
+        done = threading.Event()
+
+        def read() -> None:
+            client = boto3.client("sagemaker", region_name=REGION, endpoint_url=sagemaker.meta.endpoint_url)
+            try:
+                while not done.is_set():
+                    client.describe_cluster(ClusterName="c1")
+                    client.list_cluster_nodes(ClusterName="c1")
+            except BaseException as error:  # reported below
+                errors.append(error)
+
+        readers = [threading.Thread(target=read) for _ in range(4)]
+        for reader in readers:
+            reader.start()
+        try:
+            for count in (40, 10, 30, 20):
+                _scale(sagemaker, "c1", count)
+                advance_hyperpod(ACCOUNT, REGION, "c1")
+                ids = list(_statuses(sagemaker, "c1"))[:5]
+                sagemaker.batch_replace_cluster_nodes(ClusterName="c1", NodeIds=ids)
+                advance_hyperpod(ACCOUNT, REGION, "c1")
+        finally:
+            done.set()
+            for reader in readers:
+                reader.join()
+        assert errors == []
+        workers = _groups(sagemaker, "c1")[WORKERS]
+        assert (workers["TargetCount"], workers["CurrentCount"]) == (20, 20)
