@@ -126,7 +126,9 @@ def _node_id_from_moto_name(account_id: str, region: str, cluster_name: str, mot
 def hyperpod_node_id(account_id: str, region: str, cluster_name: str, group: str, index: int) -> str:
     """The instance id the patched moto gives node `index` (0-based) of `group` in a cluster.
 
-    Deterministic, so seeds and tests can name nodes without listing them first.
+    Deterministic, so seeds and tests can name nodes without listing them first. `index` counts every
+    node the group has had: CreateCluster makes 0..n-1, and each node added later (UpdateCluster scaling
+    up, the new instance of a BatchReplaceClusterNodes) takes the next, so ids are never reused.
     """
     return _node_id_from_moto_name(account_id, region, cluster_name, f"{group}-{index}")
 
@@ -154,7 +156,7 @@ class _NodesByInstanceId(dict[str, Any]):
 
 # --- progression --------------------------------------------------------------------------------------
 #
-# Gap (f): moto's HyperPod is static (a cluster is InService and every node Running from the moment it
+# Gap (e): moto's HyperPod is static (a cluster is InService and every node Running from the moment it
 # exists), while in AWS creating, scaling, rebooting, replacing and deleting take minutes and Pitcrew
 # polls DescribeCluster / ListClusterNodes to report them. Each operation here changes the state at
 # once to what AWS shows first (Updating, Pending, ShuttingDown, Deleting, TargetCount) and schedules
@@ -305,7 +307,7 @@ def _replaced(node_id: str, seconds: float) -> Callable[[Any, float], None]:
             return
         del cluster.nodes[node_id]
         group = _group_of(cluster, old.instance_group_name)
-        if group is not None:
+        if group is not None and old.__dict__.get("_pitcrew_replacing"):  # not cancelled by a scale-down
             new = _add_node(cluster, group, due)
             _schedule(cluster, due + seconds, _becomes(new.instance_id, "Pending", "Running"))
 
@@ -469,7 +471,9 @@ def _patch_not_found() -> None:
     """Gap (d): a missing cluster is a ValidationException in moto, ResourceNotFound in AWS.
 
     botocore lists ResourceNotFound as the error of DescribeCluster, DeleteCluster, ListClusterNodes
-    and DescribeClusterNode; Pitcrew maps it to "no such cluster".
+    and DescribeClusterNode; Pitcrew maps it to "no such cluster". The same goes for a missing node in
+    DescribeClusterNode (ResourceNotFound is its only modelled error), which matters once nodes come and
+    go: a replaced node's old id is gone.
     """
     from moto.sagemaker.exceptions import ResourceNotFound
     from moto.sagemaker.models import SageMakerModelBackend
@@ -489,11 +493,22 @@ def _patch_not_found() -> None:
     for name in ("describe_cluster", "delete_cluster", "describe_cluster_node", "list_cluster_nodes"):
         setattr(SageMakerModelBackend, name, guard(getattr(SageMakerModelBackend, name)))
 
+    describe_node = SageMakerModelBackend.describe_cluster_node
+
+    @functools.wraps(describe_node)
+    def describe_cluster_node(self: Any, cluster_name: str, node_id: str) -> dict[str, Any]:
+        cluster = self.clusters.get(_plain_name(cluster_name))
+        if cluster is not None and node_id not in cluster.nodes:
+            raise ResourceNotFound(message=f"Node {node_id!r} not found in cluster {cluster.cluster_name!r}.")
+        return dict(describe_node(self, cluster_name=cluster_name, node_id=node_id))
+
+    SageMakerModelBackend.describe_cluster_node = describe_cluster_node  # type: ignore[method-assign]
+
 
 def _patch_progression() -> None:
-    """Gap (f), reads and DeleteCluster: run due steps before a cluster is read (see "progression").
+    """Gap (e), reads and DeleteCluster: run due steps before a cluster is read (see "progression").
 
-    Gap (g): DeleteCluster removes the cluster at once; AWS shows it Deleting first (ClusterStatus enum),
+    Gap (f): DeleteCluster removes the cluster at once; AWS shows it Deleting first (ClusterStatus enum),
     and answers ConflictException (in the model's errors for DeleteCluster) while it is. With
     HyperPodProgress.delete_seconds > 0 the cluster goes Deleting, its nodes ShuttingDown, and it is
     gone that many seconds later; with 0 (the default) moto's instant delete stays.
@@ -566,7 +581,7 @@ def _patch_create_cluster_request() -> None:
       retry gets ResourceInUse and a half-built cluster stays; the field is optional in the API.
     - A group without InstanceType or LifeCycleConfig is a bare 500 (KeyError): answer with a
       ValidationException that says what moto needs instead.
-    - Gap (f): the cluster is InService at once. With HyperPodProgress.create_seconds > 0 it starts
+    - Gap (e): the cluster is InService at once. With HyperPodProgress.create_seconds > 0 it starts
       Creating with every node Pending, and is InService with Running nodes that many seconds later.
     """
     from moto.core.responses import ActionResult
@@ -668,7 +683,7 @@ def _check_range(value: Any, shape: str, where: str) -> None:
 
 
 def _patch_update_cluster() -> None:
-    """Gap (h): moto has no UpdateCluster (a 500 in server mode, NotImplementedError in-process).
+    """Gap (g): moto has no UpdateCluster (a 500 in server mode, NotImplementedError in-process).
 
     Shaped by botocore's UpdateCluster: InstanceGroups[ClusterInstanceGroupSpecification] (required per
     group: InstanceCount, InstanceGroupName, ExecutionRole), InstanceGroupsToDelete, NodeRecovery,
@@ -806,8 +821,13 @@ def _resize(cluster: Any, group: dict[str, Any], due: float) -> None:
         _schedule(cluster, due, _becomes(node.instance_id, "Pending", "Running"))
     if missing < 0:
         removable = sorted((node for node in staying if node.status != "ShuttingDown"), key=_scale_down_order)
+        removable += [node for node in staying if node.status == "ShuttingDown"]  # being replaced: last resort
         for node in removable[:-missing]:
-            _shut_down(cluster, node, due, "Scaling down (UpdateCluster)", then=_leaves(node.instance_id))
+            if node.status == "ShuttingDown":
+                node._pitcrew_replacing = False  # its replacement step removes it and brings no successor
+                node.status_message = "Scaling down (UpdateCluster)"
+            else:
+                _shut_down(cluster, node, due, "Scaling down (UpdateCluster)", then=_leaves(node.instance_id))
 
 
 def _update_done(deleted_groups: frozenset[str]) -> Callable[[Any, float], None]:
@@ -816,6 +836,10 @@ def _update_done(deleted_groups: frozenset[str]) -> Callable[[Any, float], None]
             cluster.instance_groups[:] = [
                 group for group in cluster.instance_groups if group["InstanceGroupName"] not in deleted_groups
             ]
+            # Whatever is left of them (say, the successor of a node whose replacement was under way) goes too.
+            for node in list(cluster.nodes.values()):
+                if node.instance_group_name in deleted_groups:
+                    del cluster.nodes[node.instance_id]
         cluster._pitcrew_group_status = None
         if cluster.status == "Updating":
             cluster.status = "InService"
@@ -827,7 +851,7 @@ def _update_done(deleted_groups: frozenset[str]) -> Callable[[Any, float], None]
 
 
 def _patch_batch_node_operations() -> None:
-    """Gap (i): moto has no BatchRebootClusterNodes, BatchReplaceClusterNodes or BatchDeleteClusterNodes.
+    """Gap (h): moto has no BatchRebootClusterNodes, BatchReplaceClusterNodes or BatchDeleteClusterNodes.
 
     Shaped by botocore: ClusterName and NodeIds in; Successful (node ids) and Failed out, partial failure
     in the body of an HTTP 200. Reboot and replace take at most 25 ids (the model's max) and fail a node

@@ -594,11 +594,32 @@ def test_replace_with_partial_failure_gives_a_new_instance(sagemaker: Any, slow:
     assert good not in statuses
     assert statuses[successor] == "Running"
     assert len(statuses) == 4
-    with pytest.raises(ClientError):
+    with pytest.raises(ClientError) as caught:
         sagemaker.describe_cluster_node(ClusterName="c1", NodeId=good)
+    assert _error(caught)[0] == "ResourceNotFound"  # the old id is gone for good
     workers = _groups(sagemaker, "c1")[WORKERS]
     # The injected Pending node has not joined; the successor has.
     assert (workers["TargetCount"], workers["CurrentCount"], workers["Status"]) == (4, 3, "InService")
+
+
+def test_scale_down_during_a_replacement_keeps_the_count(sagemaker: Any, slow: HyperPodProgress) -> None:
+    _create(sagemaker, "c1", 2)
+    replaced = _worker("c1", 0)
+    sagemaker.batch_replace_cluster_nodes(ClusterName="c1", NodeIds=[replaced])
+    _scale(sagemaker, "c1", 0)  # the node under replacement goes too, with no successor
+    advance_hyperpod(ACCOUNT, REGION, "c1")
+    assert _statuses(sagemaker, "c1") == {}
+    workers = _groups(sagemaker, "c1")[WORKERS]
+    assert (workers["TargetCount"], workers["CurrentCount"]) == (0, 0)
+
+    _scale(sagemaker, "c1", 2)
+    advance_hyperpod(ACCOUNT, REGION, "c1")
+    replaced = _worker("c1", 3)
+    sagemaker.batch_replace_cluster_nodes(ClusterName="c1", NodeIds=[replaced])
+    sagemaker.update_cluster(ClusterName="c1", InstanceGroupsToDelete=[WORKERS])
+    advance_hyperpod(ACCOUNT, REGION, "c1")
+    assert WORKERS not in _groups(sagemaker, "c1")
+    assert _statuses(sagemaker, "c1") == {}
 
 
 def test_batch_limits_and_malformed_ids(sagemaker: Any, slow: HyperPodProgress) -> None:
