@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
 from slack_bolt.async_app import AsyncApp
@@ -25,6 +26,7 @@ from bot.clusters.accounts import AwsAccounts
 from bot.clusters.fleet import Fleet
 from bot.clusters.templates import load_templates
 from bot.config import ProgramConfig, Settings
+from bot.operations import Operations
 from bot.services import Services
 from bot.slack.poster import Poster
 from handlers import register_listeners
@@ -63,21 +65,27 @@ def build_services(
     *, settings: Settings, program: ProgramConfig, client: AsyncWebClient, accounts: AwsAccounts | None = None
 ) -> Services:
     db = Database(url=settings.database_url)
+    access = AccessPolicy(program=program)
+    fleet = Fleet(
+        program=program,
+        accounts=accounts or AwsAccounts(),
+        concurrency=settings.pitcrew_org_concurrency,
+        timeout=settings.pitcrew_org_timeout,
+        cache_seconds=settings.pitcrew_cache_seconds,
+    )
+    poster, audit = Poster(client=client), AuditLog(db=db)
     return Services(
         settings=settings,
         program=program,
-        access=AccessPolicy(program=program),
-        fleet=Fleet(
-            program=program,
-            accounts=accounts or AwsAccounts(),
-            concurrency=settings.pitcrew_org_concurrency,
-            timeout=settings.pitcrew_org_timeout,
-            cache_seconds=settings.pitcrew_cache_seconds,
-        ),
+        access=access,
+        fleet=fleet,
         db=db,
-        poster=Poster(client=client),
-        audit=AuditLog(db=db),
+        poster=poster,
+        audit=audit,
         templates=load_templates(settings.pitcrew_templates),  # validated on start: a bad file stops it
+        operations=Operations(
+            db=db, fleet=fleet, poster=poster, audit=audit, access=access, tz=ZoneInfo(program.timezone)
+        ),
     )
 
 
@@ -140,6 +148,9 @@ async def start(services: Services) -> None:
     await services.db.upgrade()
     await services.sync_orgs()
     services.spawn(services.fleet.warm())
+    resumed = await services.operations.resume()
+    if resumed:
+        log.info("watching %d operation(s) that were running when the bot last stopped", resumed)
     log.info(
         "ready: %s, %d orgs, database %s",
         services.program.name,
@@ -149,6 +160,7 @@ async def start(services: Services) -> None:
 
 
 async def stop(services: Services) -> None:
+    await services.operations.close()
     await services.drain()
     await services.audit.close()
     await services.poster.aclose()

@@ -22,7 +22,7 @@ USAGE = {
     "status": "/cluster status CLUSTER [--public]   (CLUSTER or ORG/CLUSTER)",
     "nodes": "/cluster nodes CLUSTER [--failed] [--public]   (CLUSTER or ORG/CLUSTER)",
     "templates": "/cluster templates [--public]",
-    "launch": "/cluster launch TEMPLATE NAME --dry-run [--count N] [--org ORG] [--param KEY=VALUE ...]",
+    "launch": "/cluster launch TEMPLATE NAME [--count N] [--org ORG] [--param KEY=VALUE ...] [--dry-run]",
 }
 SUMMARY = {
     "help": "what you may run",
@@ -30,7 +30,7 @@ SUMMARY = {
     "status": "one cluster's groups, node health, creation time and failure message",
     "nodes": "a cluster's nodes, unhealthy first; `--failed` keeps only unhealthy ones",
     "templates": "the pre-validated reference architectures a cluster can be launched from",
-    "launch": "the plan for a new cluster: exact request, quota before and after, cost per hour and day",
+    "launch": "a new cluster from a template: the plan (request, quota, cost), then Confirm; `--dry-run`: plan only",
 }
 NEEDS = {
     "help": None,
@@ -220,8 +220,4 @@ def _launch(args: list[str], usage: str) -> LaunchCluster:
         raise UsageError(
             f"`{_shown(name)}` is not a cluster name (letters, digits and dashes, up to 63 characters).", usage
         )
-    if not dry_run:
-        # Creating for real needs the confirm-once flow (confirmation, idempotency key, progress); until it
-        # lands, only the plan is offered, and the message says so rather than pretending.
-        raise UsageError("This version shows launch plans only: add `--dry-run` to see the plan.", usage)
     return LaunchCluster(template=template, name=name, dry_run=dry_run, count=count, org=org, params=tuple(params))

@@ -16,6 +16,7 @@ from bot.clusters.fleet import Fleet
 from bot.clusters.model import Cluster
 from bot.clusters.templates import TemplateSet
 from bot.config import ProgramConfig, Settings
+from bot.operations import Operations
 from bot.slack.poster import Poster
 from storage import crud
 from storage.db import Database
@@ -38,6 +39,7 @@ class Services:
     poster: Poster
     audit: AuditLog
     templates: TemplateSet
+    operations: Operations
     clock: Callable[[], datetime] = utc_now
     _background: set[asyncio.Task[None]] = field(default_factory=set)
 

@@ -2,8 +2,9 @@
 
 from slack_bolt.async_app import AsyncApp
 
-from handlers import commands
+from handlers import actions, commands
 
 
 def register_listeners(app: AsyncApp) -> None:
     commands.register(app)
+    actions.register(app)

@@ -6,12 +6,12 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert
+from sqlalchemy import insert, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from storage.models import AuditEntry, ClusterSeen, Org
+from storage.models import AuditEntry, ClusterSeen, Operation, Org
 
 
 async def sync_orgs(session: AsyncSession, *, orgs: Iterable[Org]) -> None:
@@ -88,3 +88,36 @@ async def audit_entries(
     if since:
         query = query.where(col(AuditEntry.at) >= since)
     return (await session.exec(query)).all()
+
+
+async def add_operation(session: AsyncSession, *, operation: Operation) -> Operation:
+    session.add(operation)
+    await session.commit()
+    return operation
+
+
+async def get_operation(session: AsyncSession, *, operation_id: str) -> Operation | None:
+    return await session.get(Operation, operation_id)
+
+
+async def claim_operation(
+    session: AsyncSession, *, operation_id: str, from_status: str, to_status: str, values: dict[str, Any]
+) -> bool:
+    """Move an operation from one status to another in one conditional UPDATE: True for the one caller
+    that made the change, False for every other (a double click, a retry, another replica)."""
+    result = await session.exec(
+        update(Operation)
+        .where(col(Operation.id) == operation_id, col(Operation.status) == from_status)
+        .values(status=to_status, **values)
+    )
+    await session.commit()
+    return bool(result.rowcount)
+
+
+async def update_operation(session: AsyncSession, *, operation_id: str, values: dict[str, Any]) -> None:
+    await session.exec(update(Operation).where(col(Operation.id) == operation_id).values(**values))
+    await session.commit()
+
+
+async def operations_with_status(session: AsyncSession, *, status: str) -> Sequence[Operation]:
+    return (await session.exec(select(Operation).where(Operation.status == status))).all()

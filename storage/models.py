@@ -72,3 +72,37 @@ class AuditEntry(SQLModel, table=True):
     text: str = Field(max_length=1000)
     outcome: str = Field(max_length=16)
     detail: str = Field(default="", max_length=2000)
+
+
+class OperationStatus(StrEnum):
+    PLANNED = "planned"  # shown with Confirm/Cancel; nothing done yet
+    CANCELLED = "cancelled"
+    RUNNING = "running"  # confirmed, AWS asked; watched until done or failed (resumed after a restart)
+    DONE = "done"
+    FAILED = "failed"
+
+
+class Operation(SQLModel, table=True):
+    """A change to a cluster, from plan to outcome. Its id is the idempotency key: the Confirm button carries
+    it, and confirming is one conditional UPDATE (planned -> running), so double clicks, Slack retries and
+    several replicas start it once."""
+
+    __tablename__ = "operations"
+    __table_args__ = (Index("ix_operations_status", "status"),)
+
+    id: str = Field(primary_key=True, max_length=32)
+    kind: str = Field(max_length=16)  # launch
+    org_id: str = Field(max_length=40, index=True)
+    backend: str = Field(max_length=16)
+    cluster_name: str = Field(max_length=63)
+    template: str = Field(default="", max_length=80)
+    request: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    requested_by: str = Field(max_length=24)
+    requested_at: datetime = _utc_column(nullable=False)
+    channel_id: str = Field(max_length=24)
+    status: str = Field(max_length=16)
+    confirmed_by: str | None = Field(default=None, max_length=24)
+    confirmed_at: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True)))
+    message_ts: str | None = Field(default=None, max_length=32)  # the progress message, edited in place
+    detail: str = Field(default="", max_length=2000)
+    updated_at: datetime = _utc_column(nullable=False)

@@ -66,7 +66,6 @@ def test_parses(text: str, expected: object) -> None:
         ("nodes c1 --fialed", "`--fialed` is not an option", "/cluster nodes"),
         ("status 'unclosed", "quote", "/cluster list"),
         ("scale c1 workers 4", "not available in this version", "/cluster list"),
-        ("launch hyperpod-p5 x", "add `--dry-run`", "/cluster launch TEMPLATE NAME"),
         ("launch hyperpod-p5 --dry-run", "needs a template id and a name", "/cluster launch"),
         ("launch hyperpod-p5 x --dry-run --count", "`--count` needs a value", "/cluster launch"),
         ("launch hyperpod-p5 x --dry-run --count many", "takes a whole number", "/cluster launch"),

@@ -20,14 +20,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import httpx
 from botocore.exceptions import BotoCoreError, ClientError
 
 from bot.clusters.accounts import AwsAccounts
 from bot.clusters.hyperpod import HyperPodBackend
-from bot.clusters.model import Cluster, ClusterBackend, ClusterNotFound
+from bot.clusters.model import Backend, Cluster, ClusterBackend, ClusterNotFound
 from bot.clusters.parallelcluster import (
     ParallelClusterApiBackend,
     ParallelClusterApiError,
@@ -190,6 +190,38 @@ class Fleet:
         if all(listing is not None for listing in fresh):  # the common case under load: no tasks to make
             return [listing for listing in fresh if listing is not None]
         return list(await asyncio.gather(*(self._org_clusters(org_id) for org_id in org_ids)))
+
+    def _backend(self, org: OrgConfig, backend: Backend) -> ClusterBackend:
+        return next(b for b in self.backends(org) if b.backend is backend)
+
+    async def launch(self, org_id: str, backend: Backend, request: dict[str, Any]) -> None:
+        """Create a cluster from a rendered request (HyperPod create_cluster kwargs, or the ParallelCluster
+        {clusterName, clusterConfiguration}); errors are raised for the caller to describe."""
+        org = self._org(org_id)
+
+        def create() -> None:
+            target = self._backend(org, backend)
+            if isinstance(target, HyperPodBackend):
+                target.create(request=request)
+            elif isinstance(target, ParallelClusterApiBackend):
+                target.create(name=request["clusterName"], configuration=request["clusterConfiguration"])
+            else:
+                raise ParallelClusterApiError(400, "this org has no ParallelCluster API to launch through")
+
+        await self._in_thread(create)
+        self._cache.pop(org_id, None)  # the next listing must show the new cluster
+
+    async def get(self, org_id: str, backend: Backend, name: str) -> Cluster | None:
+        """One cluster as AWS says it now (no cache), or None when it does not exist."""
+        org = self._org(org_id)
+
+        def read() -> Cluster | None:
+            try:
+                return self._backend(org, backend).get_cluster(name)
+            except ClusterNotFound:
+                return None
+
+        return await self._in_thread(read)
 
     async def warm(self) -> None:
         """Assume every org's role and build its clients ahead of the first command (best effort)."""

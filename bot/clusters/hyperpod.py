@@ -50,6 +50,10 @@ class HyperPodBackend:
             raise ClusterNotFound(name)
         return cluster
 
+    def create(self, *, request: dict[str, Any]) -> str:
+        """create_cluster with the rendered request; its ClusterArn."""
+        return str(self._client.create_cluster(**request)["ClusterArn"])
+
     def _tagged_ours(self, arn: str) -> bool:
         tags = self._client.list_tags(ResourceArn=arn).get("Tags", [])
         return any(tag["Key"] == ORG_TAG and tag["Value"] == self._org for tag in tags)

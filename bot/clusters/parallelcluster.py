@@ -7,6 +7,7 @@ health from EC2 status checks, which the API does not report.
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
@@ -40,6 +41,18 @@ class ParallelClusterApiError(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(f"ParallelCluster API answered {status}: {message}")
         self.status = status
+
+
+def _api_error(response: httpx.Response) -> ParallelClusterApiError:
+    """The API's message, with its validation messages (the part a person can act on)."""
+    try:
+        content = response.json()
+    except ValueError:
+        return ParallelClusterApiError(response.status_code, response.text[:200])
+    parts = [str(content.get("message", ""))]
+    for key in ("configurationValidationErrors", "validationMessages", "updateValidationErrors"):
+        parts += [str(item.get("message", "")) for item in content.get(key, []) or [] if item.get("level") != "INFO"]
+    return ParallelClusterApiError(response.status_code, "; ".join(p for p in parts if p)[:600])
 
 
 def _group_name(node_type: str, queue: str | None) -> str:
@@ -95,21 +108,35 @@ class ParallelClusterApiBackend:
         self._http = http
         self._check_tag = shared_account
 
-    def _get(self, path: str, params: dict[str, str] | None = None) -> Any:
+    def _send(
+        self, method: str, path: str, params: dict[str, str] | None = None, body: dict[str, Any] | None = None
+    ) -> httpx.Response:
+        """One SigV4-signed request (the body is part of the signature)."""
         query = {"region": self._region, **(params or {})}
         url = f"{self._api}{path}?{urlencode(sorted(query.items()))}"
-        request = AWSRequest(method="GET", url=url, headers={"Accept": "application/json"})
+        content = json.dumps(body).encode() if body is not None else b""
+        headers = {"Accept": "application/json", **({"Content-Type": "application/json"} if body is not None else {})}
+        request = AWSRequest(method=method, url=url, data=content, headers=headers)
         SigV4Auth(self._credentials(), "execute-api", self._region).add_auth(request)
-        response = self._http.get(url, headers=dict(request.headers.items()))
+        return self._http.request(method, url, content=content, headers=dict(request.headers.items()))
+
+    def _get(self, path: str, params: dict[str, str] | None = None) -> Any:
+        response = self._send("GET", path, params)
         if response.status_code == 404:
             raise ClusterNotFound(path)
         if response.status_code >= 400:
-            try:
-                message = response.json().get("message", response.text)
-            except ValueError:
-                message = response.text[:200]
-            raise ParallelClusterApiError(response.status_code, message)
+            raise _api_error(response)
         return response.json()
+
+    def create(self, *, name: str, configuration: str) -> None:
+        """POST /v3/clusters, first with dryrun=true so validation errors come back before anything exists."""
+        body = {"clusterName": name, "clusterConfiguration": configuration}
+        dry = self._send("POST", "/v3/clusters", {"dryrun": "true"}, body)
+        if dry.status_code != 412:  # the API answers a dry run that would succeed with 412
+            raise _api_error(dry)
+        created = self._send("POST", "/v3/clusters", None, body)
+        if created.status_code != 202:
+            raise _api_error(created)
 
     def _paged(self, path: str, key: str, params: dict[str, str] | None = None) -> Iterator[dict[str, Any]]:
         token: str | None = None

@@ -26,7 +26,12 @@ from bot.config import OrgConfig, normalize_instance_type
 
 
 class PlanRefused(Exception):
-    """The launch cannot go ahead; the message says why and what to do instead."""
+    """The launch cannot go ahead; the message says why and what to do instead. `bad_input`: the request
+    itself was malformed (a name or parameter), so the answer carries the usage line."""
+
+    def __init__(self, message: str, *, bad_input: bool = False) -> None:
+        super().__init__(message)
+        self.bad_input = bad_input
 
 
 @dataclass(frozen=True)
@@ -92,14 +97,19 @@ def plan_launch(
     """The plan, or PlanRefused (bad name, name in use, bad parameters, over quota) with the numbers."""
     problem = validate_cluster_name(name, template.backend)
     if problem:
-        raise PlanRefused(problem)
+        raise PlanRefused(problem, bad_input=True)
     backend = Backend(template.backend)
+    if backend is Backend.PCLUSTER and not org.aws.parallelcluster_api:
+        raise PlanRefused(
+            f"`{org.id}` has no ParallelCluster API in the program file (aws.parallelcluster_api), and launching "
+            "a ParallelCluster cluster goes through it; its clusters can still be listed and inspected."
+        )
     if any(c.name == name and c.backend is backend for c in clusters):
         raise PlanRefused(f"`{org.id}` already has a {backend.label} cluster named `{name}`; choose another name.")
     try:
         params = template.resolve(given, count=count)
     except ParameterError as error:
-        raise PlanRefused(error.message) from None
+        raise PlanRefused(error.message, bad_input=True) from None
     instances = template.instances(params)
     quota = quota_lines(org, held=held_instances(clusters), requested=instances)
     over = [line for line in quota if line.over]

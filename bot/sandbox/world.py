@@ -110,10 +110,14 @@ async def run_sandbox(
     settings_overrides: dict[str, Any] | None = None,
     program_transform: Callable[[ProgramConfig], ProgramConfig] | None = None,
     accounts: AwsAccounts | None = None,
+    slack: LocalSlack | None = None,
+    pcluster_progress_seconds: float = 3.0,
 ) -> AsyncIterator[Sandbox]:
-    """Serve the world and the bot. AWS must already point at a seeded moto (see aws_environment)."""
-    slack = LocalSlack(signing_secret=SIGNING_SECRET, bot_token=BOT_TOKEN, users={}, channels={})
-    pcluster_api = ParallelClusterApi()
+    """Serve the world and the bot. AWS must already point at a seeded moto (see aws_environment).
+
+    `slack`: one local Slack kept across bot restarts, so its messages (and their ts) survive."""
+    slack = slack or LocalSlack(signing_secret=SIGNING_SECRET, bot_token=BOT_TOKEN, users={}, channels={})
+    pcluster_api = ParallelClusterApi(progress_seconds=pcluster_progress_seconds)
     with contextlib.ExitStack() as stack:
         if database_url is None:
             folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="pitcrew-sandbox-"))

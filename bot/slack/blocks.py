@@ -312,7 +312,8 @@ def templates_reply(templates: TemplateSet, *, public: bool = False) -> Reply:
     return Reply(text=text, blocks=fit(blocks, overflow="{hidden} more templates not shown"), public=public)
 
 
-def launch_plan(plan: LaunchPlan) -> Reply:
+def launch_plan(plan: LaunchPlan, *, operation_id: str | None = None) -> Reply:
+    """The plan; with an operation id, public with Confirm and Cancel buttons, else a dry run."""
     template, backend = plan.template, Backend(plan.template.backend)
     fields = [
         f"*Org*\n{escape(plan.org.name)} (`{plan.org.id}`)",
@@ -339,11 +340,67 @@ def launch_plan(plan: LaunchPlan) -> Reply:
         section(f"A new {backend.label} cluster `{plan.name}` for {escape(plan.org.name)}.", fields=fields),
         section("*Quota before → after*\n" + "\n".join(quota_lines)),
         section(request),
-        context(
-            "Dry run: nothing was created and AWS was not called. Creating for real arrives with the next version."
-        ),
     ]
+    if operation_id is None:
+        blocks.append(context("Dry run: nothing was created and AWS was not asked to change anything."))
+    else:
+        blocks += [
+            plan_buttons(operation_id),
+            context("Only the requester or a program admin can confirm. Nothing is created before that."),
+        ]
     text = f"Plan for {plan.org.id}/{plan.name} from {template.key}: " + ", ".join(
         f"{n} x {t}" for t, n in plan.instances.items()
     )
-    return Reply(text=text, blocks=blocks)
+    return Reply(text=text, blocks=blocks, public=operation_id is not None)
+
+
+def plan_buttons(operation_id: str) -> Block:
+    return {
+        "type": "actions",
+        "block_id": f"launch:{operation_id}",
+        "elements": [
+            {
+                "type": "button",
+                "action_id": "launch_confirm",
+                "text": {"type": "plain_text", "text": "Confirm launch"},
+                "style": "primary",
+                "value": operation_id,
+            },
+            {
+                "type": "button",
+                "action_id": "launch_cancel",
+                "text": {"type": "plain_text", "text": "Cancel"},
+                "value": operation_id,
+            },
+        ],
+    }
+
+
+def progress_line(cluster: Cluster) -> str:
+    groups = ", ".join(
+        f"{g.name} {g.current}/{g.target}" if g.target is not None else f"{g.name} {g.current}" for g in cluster.groups
+    )
+    return f"`{cluster.status}` · {_health_text(cluster)}" + (f" · {groups}" if groups else "")
+
+
+def operation_progress(operation: Any, line: str) -> Reply:
+    """The in-channel message of a running operation, edited in place as it moves."""
+    who = f"asked by <@{operation.requested_by}>" + (
+        f", confirmed by <@{operation.confirmed_by}>" if operation.confirmed_by else ""
+    )
+    text = f"Launching {operation.org_id}/{operation.cluster_name} ({operation.template}): {line}"
+    return Reply(
+        text=text,
+        blocks=[
+            section(f":rocket: *Launch* `{operation.org_id}/{operation.cluster_name}` from `{operation.template}`"),
+            section(escape(line) if not line.startswith("`") else line),
+            context(who),
+        ],
+    )
+
+
+def operation_decided(operation: Any, verb: str, *, by: str | None = None) -> Reply:
+    who = f" by <@{by}>" if by else ""
+    text = f"Launch of {operation.org_id}/{operation.cluster_name} {verb}{who}."
+    follow = " Progress is posted in this channel." if verb == "confirmed" else ""
+    return Reply(text=text + follow, blocks=[section(text + follow)], public=True)

@@ -36,7 +36,7 @@ class Poster:
     def client(self) -> AsyncWebClient:
         return self._client
 
-    async def respond(self, response_url: str, reply: Reply) -> bool:
+    async def respond(self, response_url: str, reply: Reply, *, replace_original: bool = False) -> bool:
         """Answer a command or click through its response URL: ephemeral unless the reply is public.
 
         Returns False (and logs) when Slack refused it, e.g. a URL used 5 times or older than 30 minutes."""
@@ -44,7 +44,7 @@ class Poster:
             "text": reply.text,
             "blocks": reply.blocks,
             "response_type": "in_channel" if reply.public else "ephemeral",
-            "replace_original": False,
+            "replace_original": replace_original,
         }
         if self._http is None:
             self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10, connect=5))

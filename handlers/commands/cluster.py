@@ -180,5 +180,12 @@ async def _launch_plan(services: Services, parsed: LaunchCluster, *, user_id: st
             prices=services.templates.prices,
         )
     except PlanRefused as refused:
+        if refused.bad_input:
+            error = UsageError(str(refused), USAGE["launch"])
+            return Answer(blocks.usage_error(error), Outcome.INVALID, org_id, error.message)
         return Answer(blocks.refusal(str(refused)), Outcome.REFUSED, org_id, str(refused))
-    return Answer(blocks.launch_plan(plan), org_id=org_id, detail=f"dry run of {template.key}")
+    if parsed.dry_run:
+        return Answer(blocks.launch_plan(plan), org_id=org_id, detail=f"dry run of {template.key}")
+    operation = await services.operations.propose_launch(plan, user_id=user_id, channel_id=channel_id)
+    reply = blocks.launch_plan(plan, operation_id=operation.id)
+    return Answer(reply, org_id=org_id, detail=f"launch of {template.key} proposed as {operation.id}")
