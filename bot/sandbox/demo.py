@@ -9,7 +9,7 @@ import time
 import webbrowser
 
 from bot.config import load_program
-from bot.sandbox.moto_support import start_moto_server
+from bot.sandbox.moto_support import set_hyperpod_progress, start_moto_server
 from bot.sandbox.seed import seed_program
 from bot.sandbox.world import EXAMPLE_PROGRAM, Sandbox, aws_environment, run_sandbox
 from bot.slack import blocks
@@ -28,6 +28,10 @@ def welcome(sandbox: Sandbox) -> blocks.Reply:
         "Pick a user at the top, a channel on the left, and type a command below. Try:",
         f"• as *{sandbox.slack.users[admin]}*: `/cluster list all`",
         f"• as *{sandbox.slack.users[operator]}* in #{first.id}: `/cluster list`, then `/cluster nodes NAME --failed`",
+        f"• as *{sandbox.slack.users[operator]}* in #{first.id}: `/cluster templates`, then "
+        f"`/cluster launch hyperpod-p5 {first.id.split('-')[0]}-new --count 2 "
+        f"--param execution_role_arn=arn:aws:iam::{first.aws.account_id}:role/SageMakerHyperPodExecutionRole "
+        f"--param lifecycle_s3_uri=s3://sagemaker-{first.id}-lifecycle/base-config/` and press Confirm",
         "• as *guest (no org)*: any command, to see a refusal",
         "• `/cluster help` shows what the chosen user may run.",
     ]
@@ -54,6 +58,9 @@ def run_demo(*, host: str = "127.0.0.1", port: int = 3000, open_browser: bool = 
     try:
         with aws_environment(endpoint):
             report = seed_program(load_program(EXAMPLE_PROGRAM), endpoint_url=endpoint)
+            # Seeded clusters start InService; what is launched from now on takes a little while, as on AWS
+            # (minutes there, seconds here), so the progress message has something to show.
+            set_hyperpod_progress(3.0, create_seconds=8.0)
             log.info(
                 "embedded AWS at %s ready in %.1f s\n%s", endpoint, time.perf_counter() - started, report.summary()
             )

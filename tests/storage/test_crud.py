@@ -12,7 +12,7 @@ from sqlalchemy import inspect
 from bot.audit import AuditLog
 from storage import crud
 from storage.db import Database
-from storage.models import ClusterSeen, Org, Outcome
+from storage.models import ClusterSeen, Operation, OperationStatus, Org, Outcome
 
 T0 = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
 
@@ -111,3 +111,36 @@ async def test_audit_log_is_written_in_batches_and_filtered(db: Database) -> Non
     assert [e.outcome for e in alice] == ["invalid", "allowed"]
     assert [e.text for e in kumo] == ["list"]
     assert len(recent) == 2
+
+
+async def test_an_operation_is_claimed_exactly_once(db: Database) -> None:
+    operation = Operation(
+        id="op1",
+        kind="launch",
+        org_id="kumo-labs",
+        backend="hyperpod",
+        cluster_name="c",
+        template="t@1",
+        request={"ClusterName": "c"},
+        requested_by="U0ALICE01",
+        requested_at=T0,
+        channel_id="C0KUMOLAB",
+        status=OperationStatus.PLANNED.value,
+        updated_at=T0,
+    )
+    async with db.session() as session:
+        await crud.add_operation(session, operation=operation)
+
+    async def claim(user: str) -> bool:
+        async with db.session() as session:
+            return await crud.claim_operation(
+                session, operation_id="op1", from_status="planned", to_status="running", values={"confirmed_by": user}
+            )
+
+    results = await asyncio.gather(*(claim(f"U0USER{i:04d}") for i in range(8)))
+    assert sorted(results) == [False] * 7 + [True]
+    async with db.session() as session:
+        stored = await crud.get_operation(session, operation_id="op1")
+        running = await crud.operations_with_status(session, status="running")
+    assert stored is not None and stored.status == "running" and stored.request == {"ClusterName": "c"}
+    assert [op.id for op in running] == ["op1"]
