@@ -22,7 +22,7 @@ from bot.clusters.fleet import Fleet, describe_error
 from bot.clusters.model import Backend, Cluster
 from bot.clusters.plans import LaunchPlan
 from bot.slack import blocks
-from bot.slack.blocks import Reply
+from bot.slack.blocks import Reply, escape
 from bot.slack.poster import Poster
 from storage import crud
 from storage.db import Database
@@ -178,8 +178,8 @@ class Operations:
             if status and status != last:
                 last = status
                 await self._show(operation, cluster)
-            if status in DONE_STATUSES:
-                await self._finish(operation, OperationStatus.DONE, f"{status}")
+            if status in DONE_STATUSES and cluster is not None:
+                await self._finish(operation, OperationStatus.DONE, blocks.progress_line(cluster))
                 return
             if status in FAILED_STATUSES or missing >= MISSING_POLLS:
                 reason = (cluster.failure_message if cluster else "") or status or "the cluster disappeared"
@@ -199,7 +199,7 @@ class Operations:
         await self._set(operation.id, status=status.value, detail=detail[:2000])
         operation.status = status.value
         if operation.message_ts:
-            line = f"Done: {detail}" if status is OperationStatus.DONE else f"Failed: {detail}"
+            line = f"Done: {detail}" if status is OperationStatus.DONE else f"Failed: {escape(detail)}"
             await self.poster.update(
                 channel=operation.channel_id, ts=operation.message_ts, reply=blocks.operation_progress(operation, line)
             )

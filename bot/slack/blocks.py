@@ -331,7 +331,7 @@ def launch_plan(plan: LaunchPlan, *, operation_id: str | None = None) -> Reply:
         for line in plan.quota
     ]
     request = (
-        "create_cluster request:\n```" + json.dumps(plan.request, indent=1)[:2400] + "```"
+        "create_cluster request:\n```" + json.dumps(plan.request, separators=(", ", ": "))[:2400] + "```"
         if plan.request is not None
         else "POST /v3/clusters clusterConfiguration:\n```" + (plan.cluster_yaml or "")[:2400] + "```"
     )
@@ -378,7 +378,8 @@ def plan_buttons(operation_id: str) -> Block:
 
 def progress_line(cluster: Cluster) -> str:
     groups = ", ".join(
-        f"{g.name} {g.current}/{g.target}" if g.target is not None else f"{g.name} {g.current}" for g in cluster.groups
+        f"{escape(g.name)} {g.current}/{g.target}" if g.target is not None else f"{escape(g.name)} {g.current}"
+        for g in cluster.groups
     )
     return f"`{cluster.status}` · {_health_text(cluster)}" + (f" · {groups}" if groups else "")
 
@@ -393,7 +394,7 @@ def operation_progress(operation: Any, line: str) -> Reply:
         text=text,
         blocks=[
             section(f":rocket: *Launch* `{operation.org_id}/{operation.cluster_name}` from `{operation.template}`"),
-            section(escape(line) if not line.startswith("`") else line),
+            section(line),
             context(who),
         ],
     )

@@ -72,7 +72,7 @@ async def test_confirm_launches_once_and_edits_progress_to_done(
     )
     assert all(click.status_code == 200 for click in clicks)
     done = await sandbox.slack.wait_for(
-        lambda m: "Launching kumo-labs/kumo-new" in m.text and "Done: InService" in m.text, timeout=15
+        lambda m: "Launching kumo-labs/kumo-new" in m.text and "Done: `InService`" in m.text, timeout=15
     )
     assert len(progress_messages(sandbox, "kumo-new")) == 1 and done.edits >= 1
     assert kumo_clusters(seeded_aws).count("kumo-new") == 1
@@ -119,6 +119,6 @@ async def test_a_restarted_bot_resumes_watching_and_never_creates_twice(
             await second.pitcrew.ready.wait()
             advance_hyperpod("111111111111", "us-east-1", "kumo-slow")
             second.pitcrew.services.operations.first_poll = 0.1
-            done = await slack.wait_for(lambda m: "kumo-slow" in m.text and "Done: InService" in m.text, timeout=20)
+            done = await slack.wait_for(lambda m: "kumo-slow" in m.text and "Done: `InService`" in m.text, timeout=20)
     assert len(progress_messages(second, "kumo-slow")) == 1 and done.edits >= 2
     assert kumo_clusters(seeded_aws).count("kumo-slow") == 1
