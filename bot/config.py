@@ -6,6 +6,7 @@ Settings are read once in the CLI and passed down; nothing here runs at import t
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -200,6 +201,15 @@ class ProgramConfig(_Strict):
 
     def org_by_channel(self, channel_id: str) -> OrgConfig | None:
         return next((org for org in self.orgs if org.channel == channel_id), None)
+
+    def with_aws(self, changes: Callable[[OrgConfig], dict[str, Any]]) -> ProgramConfig:
+        """A copy in which each org's `aws` block is updated with what `changes(org)` returns ({}: as is).
+        The sandbox points ParallelCluster APIs at its emulator this way; tests move orgs between accounts."""
+        orgs = []
+        for org in self.orgs:
+            update = changes(org)
+            orgs.append(org.model_copy(update={"aws": org.aws.model_copy(update=update)}) if update else org)
+        return self.model_copy(update={"orgs": orgs})
 
     def org_by_account(self, account_id: str) -> list[OrgConfig]:
         return [org for org in self.orgs if org.aws.account_id == account_id]

@@ -13,7 +13,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from bot.access import AccessPolicy, Action
@@ -26,7 +26,7 @@ from bot.slack.blocks import Reply, escape
 from bot.slack.poster import Poster
 from storage import crud
 from storage.db import Database
-from storage.models import Operation, OperationStatus, Outcome
+from storage.models import Operation, OperationStatus, Outcome, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +37,6 @@ FAILED_STATUSES = {"Failed", "CREATE_FAILED", "DELETE_COMPLETE"}
 MISSING_POLLS = 10  # a created cluster not seen after this many polls is reported as lost
 
 
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
 @dataclass
 class Operations:
     db: Database
@@ -49,7 +45,7 @@ class Operations:
     audit: AuditLog
     access: AccessPolicy
     tz: ZoneInfo
-    clock: Callable[[], datetime] = utc_now
+    clock: Callable[[], datetime] = utcnow
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     first_poll: float = 2.0
     max_poll: float = 30.0

@@ -6,7 +6,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -20,13 +20,9 @@ from bot.operations import Operations
 from bot.slack.poster import Poster
 from storage import crud
 from storage.db import Database
-from storage.models import ClusterSeen, Org
+from storage.models import ClusterSeen, Org, utcnow
 
 log = logging.getLogger(__name__)
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass
@@ -40,7 +36,7 @@ class Services:
     audit: AuditLog
     templates: TemplateSet
     operations: Operations
-    clock: Callable[[], datetime] = utc_now
+    clock: Callable[[], datetime] = utcnow
     _background: set[asyncio.Task[None]] = field(default_factory=set)
 
     def spawn(self, work: Coroutine[Any, Any, None]) -> None:

@@ -53,14 +53,13 @@ def aws_environment(endpoint: str) -> Iterator[None]:
 
 def sandbox_program(world_url: str, source: Path = EXAMPLE_PROGRAM) -> ProgramConfig:
     """The example program, with each org's ParallelCluster API pointed at the local emulator."""
-    program = load_program(source)
-    orgs = []
-    for org in program.orgs:
-        if org.aws.parallelcluster_api:
-            url = ParallelClusterApi.api_url(world_url, org.aws.account_id, org.aws.region)
-            org = org.model_copy(update={"aws": org.aws.model_copy(update={"parallelcluster_api": url})})
-        orgs.append(org)
-    return program.model_copy(update={"orgs": orgs})
+    return load_program(source).with_aws(
+        lambda org: (
+            {"parallelcluster_api": ParallelClusterApi.api_url(world_url, org.aws.account_id, org.aws.region)}
+            if org.aws.parallelcluster_api
+            else {}
+        )
+    )
 
 
 def display_name(user_id: str) -> str:

@@ -17,8 +17,7 @@ from tests.conftest import SeededAws
 
 def without_pcluster_api(program: ProgramConfig) -> ProgramConfig:
     """Every org read through EC2 tags: these tests are about the fleet, not the ParallelCluster API."""
-    orgs = [o.model_copy(update={"aws": o.aws.model_copy(update={"parallelcluster_api": None})}) for o in program.orgs]
-    return program.model_copy(update={"orgs": orgs})
+    return program.with_aws(lambda _: {"parallelcluster_api": None})
 
 
 class Clock:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bot.clusters.accounts import AwsAccounts
-from bot.config import ProgramConfig
+from bot.config import OrgConfig, ProgramConfig
 from bot.sandbox.moto_support import set_hyperpod_node_status
 from bot.sandbox.pcluster_api import ParallelClusterApi
 from bot.sandbox.world import Sandbox
@@ -89,15 +89,14 @@ async def test_a_name_in_several_visible_orgs_asks_which(sandbox: Sandbox, same_
 
 def _kumo_api_in_wrong_account(program: ProgramConfig) -> ProgramConfig:
     """kumo-labs's ParallelCluster API URL points into another account, whose API refuses kumo's role."""
-    orgs = []
-    for org in program.orgs:
-        if org.id == "kumo-labs":
-            api = ParallelClusterApi.api_url(
-                org.aws.parallelcluster_api.split("/pcluster/")[0], "222222222222", org.aws.region
-            )  # type: ignore[union-attr]
-            org = org.model_copy(update={"aws": org.aws.model_copy(update={"parallelcluster_api": api})})
-        orgs.append(org)
-    return program.model_copy(update={"orgs": orgs})
+
+    def other_account(org: OrgConfig) -> dict[str, Any]:
+        if org.id != "kumo-labs" or not org.aws.parallelcluster_api:
+            return {}
+        base = org.aws.parallelcluster_api.split("/pcluster/")[0]
+        return {"parallelcluster_api": ParallelClusterApi.api_url(base, "222222222222", org.aws.region)}
+
+    return program.with_aws(other_account)
 
 
 async def test_one_orgs_failure_is_a_line_not_a_failed_command(sandbox_factory: Any) -> None:
@@ -145,15 +144,8 @@ async def test_every_command_is_audited(sandbox: Sandbox) -> None:
 
 def _sora_moves_into_yamas_account(program: ProgramConfig) -> ProgramConfig:
     """sora-multimodal and yama-bio share account 777777777777 in us-west-2: the pitcrew:org tag decides."""
-    orgs = []
-    for org in program.orgs:
-        if org.id == "sora-multimodal":
-            aws = org.aws.model_copy(
-                update={"account_id": "777777777777", "role_arn": "arn:aws:iam::777777777777:role/PitcrewOps"}
-            )
-            org = org.model_copy(update={"aws": aws})
-        orgs.append(org)
-    return program.model_copy(update={"orgs": orgs})
+    shared = {"account_id": "777777777777", "role_arn": "arn:aws:iam::777777777777:role/PitcrewOps"}
+    return program.with_aws(lambda org: shared if org.id == "sora-multimodal" else {})
 
 
 async def test_orgs_sharing_an_account_see_only_their_tagged_clusters(sandbox_factory: Any) -> None:
