@@ -23,6 +23,7 @@ USAGE = {
     "nodes": "/cluster nodes CLUSTER [--failed] [--public]   (CLUSTER or ORG/CLUSTER)",
     "templates": "/cluster templates [--public]",
     "launch": "/cluster launch TEMPLATE NAME [--count N] [--org ORG] [--param KEY=VALUE ...] [--dry-run]",
+    "audit": "/cluster audit [ORG] [--days N]",
 }
 SUMMARY = {
     "help": "what you may run",
@@ -30,6 +31,7 @@ SUMMARY = {
     "status": "one cluster's groups, node health, creation time and failure message",
     "nodes": "a cluster's nodes, unhealthy first; `--failed` keeps only unhealthy ones",
     "templates": "the pre-validated reference architectures a cluster can be launched from",
+    "audit": "what was asked, refused, done and failed in an org (operators: their own; admins: any)",
     "launch": "a new cluster from a template: the plan (request, quota, cost), then Confirm; `--dry-run`: plan only",
 }
 NEEDS = {
@@ -39,8 +41,10 @@ NEEDS = {
     "nodes": Action.VIEW,
     "templates": Action.VIEW,
     "launch": Action.OPERATE,
+    "audit": Action.OPERATE,
 }
-PLANNED = ("scale", "replace", "reboot", "delete", "throughput", "audit")
+PLANNED = ("scale", "replace", "reboot", "delete", "throughput")
+MAX_AUDIT_DAYS = 90
 TEMPLATE_ID = re.compile(r"[a-z][a-z0-9-]{1,62}")
 PARAM = re.compile(r"([A-Za-z][A-Za-z0-9_-]{0,63})=(.*)", re.DOTALL)
 
@@ -91,6 +95,12 @@ class ListTemplates:
 
 
 @dataclass(frozen=True)
+class ShowAudit:
+    org: str | None  # None: the caller's org (admins: every org)
+    days: int = 7
+
+
+@dataclass(frozen=True)
 class LaunchCluster:
     template: str
     name: str
@@ -100,7 +110,7 @@ class LaunchCluster:
     params: tuple[tuple[str, str], ...] = ()
 
 
-ClusterCommand = Help | ListClusters | ClusterStatus | ClusterNodes | ListTemplates | LaunchCluster
+ClusterCommand = Help | ListClusters | ClusterStatus | ClusterNodes | ListTemplates | LaunchCluster | ShowAudit
 
 
 def _all_usage() -> str:
@@ -147,6 +157,8 @@ def parse_cluster_command(text: str) -> ClusterCommand:
     usage = USAGE[sub]
     if sub == "launch":
         return _launch(args, usage)
+    if sub == "audit":
+        return _audit(args, usage)
     flags = {arg for arg in args if arg.startswith("--")}
     positional = [arg for arg in args if not arg.startswith("--")]
     allowed_flags = {
@@ -221,3 +233,22 @@ def _launch(args: list[str], usage: str) -> LaunchCluster:
             f"`{_shown(name)}` is not a cluster name (letters, digits and dashes, up to 63 characters).", usage
         )
     return LaunchCluster(template=template, name=name, dry_run=dry_run, count=count, org=org, params=tuple(params))
+
+
+def _audit(args: list[str], usage: str) -> ShowAudit:
+    org: str | None = None
+    days = 7
+    words = iter(args)
+    for word in words:
+        if word == "--days":
+            value = next(words, None)
+            if value is None or not value.isdigit() or not 1 <= int(value) <= MAX_AUDIT_DAYS:
+                raise UsageError(f"`--days` takes a whole number from 1 to {MAX_AUDIT_DAYS}.", usage)
+            days = int(value)
+        elif word.startswith("--"):
+            raise UsageError(f"`{_shown(word)}` is not an option of `/cluster audit`.", usage)
+        elif org is None and ORG_ID.fullmatch(word.lower()):
+            org = word.lower()
+        else:
+            raise UsageError(f"`{_shown(word)}` is not an org id; give at most one.", usage)
+    return ShowAudit(org=org, days=days)

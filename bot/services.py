@@ -20,7 +20,7 @@ from bot.operations import Operations
 from bot.slack.poster import Poster
 from storage import crud
 from storage.db import Database
-from storage.models import ClusterSeen, Org, utcnow
+from storage.models import AuditEntry, ClusterSeen, Org, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +69,12 @@ class Services:
         ]
         async with self.db.session() as session:
             await crud.sync_orgs(session, orgs=rows)
+
+    async def audit_entries(self, *, org_id: str | None, since: datetime, limit: int = 40) -> list[AuditEntry]:
+        """The newest audit entries of an org (None: every org) since a time; written entries only."""
+        await self.audit.flush()
+        async with self.db.session() as session:
+            return list(await crud.audit_entries(session, org_id=org_id, since=since, limit=limit))
 
     async def remember(self, clusters: Sequence[Cluster]) -> None:
         """Store clusters as last seen; a failure here is logged, never shown to the caller."""

@@ -12,6 +12,7 @@ from bot.commands import (
     LaunchCluster,
     ListClusters,
     ListTemplates,
+    ShowAudit,
     UsageError,
     parse_cluster_command,
 )
@@ -30,6 +31,8 @@ from bot.commands import (
         ("nodes c1 --failed", ClusterNodes(cluster=ClusterRef("c1"), failed_only=True)),
         ("  nodes   c1  ", ClusterNodes(cluster=ClusterRef("c1"))),
         ("templates", ListTemplates()),
+        ("audit", ShowAudit(org=None)),
+        ("audit Kumo-Labs --days 30", ShowAudit(org="kumo-labs", days=30)),
         (
             "launch hyperpod-p5 kumo-new --dry-run --count 8 --org kumo-labs --param lifecycle_s3_uri=s3://sagemaker-x/"
             " --param 'subnet_id=subnet-0123'",
@@ -74,6 +77,10 @@ def test_parses(text: str, expected: object) -> None:
         ("launch HyperPod! x --dry-run", "is not a template id", "/cluster launch"),
         ("launch hyperpod-p5 x --dry-run --force", "`--force` is not an option", "/cluster launch"),
         ("templates extra", "takes no arguments", "/cluster templates"),
+        ("audit --days 0", "takes a whole number from 1 to 90", "/cluster audit"),
+        ("audit --days", "takes a whole number", "/cluster audit"),
+        ("audit kumo-labs sakura-ai", "give at most one", "/cluster audit"),
+        ("audit --since x", "`--since` is not an option", "/cluster audit"),
         ("x" * 4000, "4,000 characters", "/cluster list"),
         ("help me", "takes no arguments", "/cluster help"),
         ("status " + "a" * 64, "up to 63 characters", "/cluster status"),

@@ -405,3 +405,23 @@ def operation_decided(operation: Any, verb: str, *, by: str | None = None) -> Re
     text = f"Launch of {operation.org_id}/{operation.cluster_name} {verb}{who}."
     follow = " Progress is posted in this channel." if verb == "confirmed" else ""
     return Reply(text=text + follow, blocks=[section(text + follow)], public=True)
+
+
+def audit_reply(entries: Sequence[Any], *, scope: str, days: int, tz: ZoneInfo) -> Reply:
+    """Audit entries, newest first, one line each."""
+    icons = {
+        "allowed": ":white_check_mark:",
+        "done": ":white_check_mark:",
+        "refused": ":no_entry:",
+        "invalid": ":warning:",
+        "failed": ":x:",
+    }
+    lines = [
+        f"{icons.get(e.outcome, '')} {when(e.at, tz)} · <@{e.user_id}> · `{escape(e.command)} {escape(e.text[:80])}`"
+        f" · *{e.outcome}*" + (f" · {escape(e.detail[:120])}" if e.detail else "")
+        for e in entries
+    ]
+    title = f"Audit · {scope} · last {days} day{'s' if days != 1 else ''}"
+    body = sections(lines) if lines else [section("_Nothing recorded in that time._")]
+    text = f"{title}: {len(entries)} entries"
+    return Reply(text=text, blocks=fit([header(title), *body], overflow="{hidden} more blocks: narrow with --days"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from logging import Logger
 from typing import Any
 
@@ -20,6 +21,7 @@ from bot.commands import (
     LaunchCluster,
     ListClusters,
     ListTemplates,
+    ShowAudit,
     UsageError,
     parse_cluster_command,
 )
@@ -78,6 +80,8 @@ async def answer_cluster_command(services: Services, *, user_id: str, channel_id
         return await _list(services, parsed, user_id=user_id, channel_id=channel_id)
     if isinstance(parsed, ListTemplates):
         return Answer(blocks.templates_reply(services.templates, public=parsed.public))
+    if isinstance(parsed, ShowAudit):
+        return await _audit(services, parsed, user_id=user_id, channel_id=channel_id)
     if isinstance(parsed, LaunchCluster):
         return await _launch_plan(services, parsed, user_id=user_id, channel_id=channel_id)
     return await _one_cluster(services, parsed, user_id=user_id)
@@ -189,3 +193,23 @@ async def _launch_plan(services: Services, parsed: LaunchCluster, *, user_id: st
     operation = await services.operations.propose_launch(plan, user_id=user_id, channel_id=channel_id)
     reply = blocks.launch_plan(plan, operation_id=operation.id)
     return Answer(reply, org_id=org_id, detail=f"launch of {template.key} proposed as {operation.id}")
+
+
+async def _audit(services: Services, parsed: ShowAudit, *, user_id: str, channel_id: str) -> Answer:
+    access = services.access
+    org_id = parsed.org
+    if org_id is None and not access.is_admin(user_id):
+        channel_org = services.program.org_by_channel(channel_id)
+        own = access.member_orgs(user_id)
+        org_id = channel_org.id if channel_org and channel_org.id in own else (own[0] if len(own) == 1 else None)
+        if org_id is None:
+            error = UsageError("Say which org's audit log to show.", USAGE["audit"])
+            return Answer(blocks.usage_error(error), Outcome.INVALID, detail=error.message)
+    if org_id is not None:
+        decision = access.decide(user_id=user_id, action=Action.OPERATE, org_id=org_id)
+        if not decision.allowed:
+            return Answer(blocks.refusal(decision.reason), Outcome.REFUSED, org_id, decision.reason)
+    since = services.clock() - timedelta(days=parsed.days)
+    entries = await services.audit_entries(org_id=org_id, since=since)
+    scope = f"`{org_id}`" if org_id else "every org"
+    return Answer(blocks.audit_reply(entries, scope=scope, days=parsed.days, tz=services.tz), org_id=org_id)
