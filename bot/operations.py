@@ -128,9 +128,13 @@ class Operations:
             return blocks.problem(f"This launch is already {state}{by}; nothing more was done."), False
         self._record(operation, user_id=user_id, command=CONFIRM_LAUNCH, outcome=Outcome.ALLOWED, detail="confirmed")
         operation.confirmed_by = user_id
-        ts = await self.poster.post(
-            channel=operation.channel_id, reply=blocks.operation_progress(operation, "Asking AWS to create it…")
-        )
+        try:
+            ts: str | None = await self.poster.post(
+                channel=operation.channel_id, reply=blocks.operation_progress(operation, "Asking AWS to create it…")
+            )
+        except Exception:  # Slack being unreachable must not leave a claimed operation that never ran
+            log.exception("could not post the progress message of %s", operation.id)
+            ts = None
         operation.message_ts = ts
         await self._set(operation.id, message_ts=ts)
         try:

@@ -122,3 +122,14 @@ async def test_a_restarted_bot_resumes_watching_and_never_creates_twice(
             done = await slack.wait_for(lambda m: "kumo-slow" in m.text and "Done: `InService`" in m.text, timeout=20)
     assert len(progress_messages(second, "kumo-slow")) == 1 and done.edits >= 2
     assert kumo_clusters(seeded_aws).count("kumo-slow") == 1
+
+
+@pytest.mark.parametrize("value", ["", "no-such-operation", "x" * 3000, "'; DROP TABLE operations; --"])
+async def test_a_tampered_button_value_changes_nothing(sandbox: Sandbox, seeded_aws: SeededAws, value: str) -> None:
+    planned = await plan(sandbox, "kumo-tamper")
+    before = seeded_aws.state()
+    response = await sandbox.slack.click(user_id=ALICE, message=planned, action_id="launch_confirm", value=value)
+    assert response.status_code == 200
+    answer = await sandbox.slack.wait_for(lambda m: m.ephemeral_to == ALICE and "not known" in m.text)
+    assert "Traceback" not in answer.text
+    assert seeded_aws.state() == before and not progress_messages(sandbox, "kumo-tamper")
