@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import date
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -50,6 +50,7 @@ _REGION_PATTERN = re.compile(r"[a-z]{2}(-[a-z]+)+-\d")
 _BIG_INT_DIGITS = 12  # longer digit strings are out of range anyway; int() of huge strings is slow or refused
 
 Backend = Literal["hyperpod", "pcluster"]
+ModelT = TypeVar("ModelT", bound=BaseModel)
 ParameterType = Literal["int", "str", "enum"]
 
 # The parameters each renderer understands, with their type. A template may declare any of them; declaring
@@ -615,16 +616,23 @@ def _check_template(template: Template, path: Path, problems: _Problems) -> None
             )
 
 
-def _load_template(path: Path, sink: list[str]) -> Template | None:
-    problems = _Problems(path.name, sink)
-    before = len(sink)
+def _parse(path: Path, model: type[ModelT], problems: _Problems) -> ModelT | None:
+    """The file read as YAML and validated as `model`; None (with its problems recorded) when it is not."""
     data = _read_yaml(path, problems)
     if data is None:
         return None
     try:
-        template = Template.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
         _add_validation_errors(exc, problems)
+        return None
+
+
+def _load_template(path: Path, sink: list[str]) -> Template | None:
+    problems = _Problems(path.name, sink)
+    before = len(sink)
+    template = _parse(path, Template, problems)
+    if template is None:
         return None
     _check_template(template, path, problems)
     return template if len(sink) == before else None
@@ -636,13 +644,8 @@ def _load_prices(path: Path, sink: list[str]) -> PriceTable | None:
         problems.add("", "missing (the on-demand price table, one entry per instance type the templates use)")
         return None
     before = len(sink)
-    data = _read_yaml(path, problems)
-    if data is None:
-        return None
-    try:
-        table = PriceTable.model_validate(data)
-    except ValidationError as exc:
-        _add_validation_errors(exc, problems)
+    table = _parse(path, PriceTable, problems)
+    if table is None:
         return None
     if not _REGION_PATTERN.fullmatch(table.region):
         problems.add("region", f"{table.region!r} is not an AWS region such as us-east-1")
