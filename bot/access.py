@@ -88,6 +88,15 @@ class AccessPolicy:
     def may(self, *, user_id: str, action: Action, org_id: str | None = None) -> bool:
         return self.decide(user_id=user_id, action=action, org_id=org_id).allowed
 
+    def default_org(self, *, user_id: str, channel_id: str) -> str | None:
+        """The one org a command that acts on an org means when none is named: this channel's org if the
+        user may see it, else the user's only org; None when that leaves a choice (an admin, say)."""
+        channel_org = self._program.org_by_channel(channel_id)
+        if channel_org and self.may(user_id=user_id, action=Action.VIEW, org_id=channel_org.id):
+            return channel_org.id
+        own = self.member_orgs(user_id)
+        return own[0] if len(own) == 1 else None
+
     def default_orgs(self, *, user_id: str, channel_id: str) -> list[str]:
         """Orgs `/cluster list` with no argument shows (DESIGN.md, Which org)."""
         channel_org = self._program.org_by_channel(channel_id)

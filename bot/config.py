@@ -211,9 +211,6 @@ class ProgramConfig(_Strict):
             orgs.append(org.model_copy(update={"aws": org.aws.model_copy(update=update)}) if update else org)
         return self.model_copy(update={"orgs": orgs})
 
-    def org_by_account(self, account_id: str) -> list[OrgConfig]:
-        return [org for org in self.orgs if org.aws.account_id == account_id]
-
 
 @dataclass(frozen=True)
 class ConfigProblem:

@@ -77,3 +77,10 @@ def test_default_orgs_follow_the_user_not_the_channel(access: AccessPolicy) -> N
     assert access.default_orgs(user_id="U0ADMIN01", channel_id="C0PROGRAM") == ["kumo-labs", "sakura-ai"]
     assert access.visible_orgs("U0ALICE01") == ["kumo-labs"]
     assert access.visible_orgs("U0NOBODY1") == []
+
+
+def test_default_org_for_commands_that_act_on_one_org(access: AccessPolicy) -> None:
+    assert access.default_org(user_id="U0ALICE01", channel_id="C0KUMOLAB") == "kumo-labs"
+    assert access.default_org(user_id="U0ALICE01", channel_id="C0SAKURA1") == "kumo-labs"  # her only org
+    assert access.default_org(user_id="U0ADMIN01", channel_id="C0SAKURA1") == "sakura-ai"
+    assert access.default_org(user_id="U0ADMIN01", channel_id="C0PROGRAM") is None  # an admin must say which

@@ -570,11 +570,12 @@ class LocalSlack:
             raise SlackApiFailure("no_text")
         return ("" if text is None else str(text)), blocks
 
-    def _chat_post_message(self, params: dict[str, Any]) -> dict[str, Any]:
+    def _post_bot_message(self, params: dict[str, Any], **kind: Any) -> Message:
+        """A bot message from chat.postMessage/postEphemeral params; `kind` sets the ephemeral fields."""
         channel = self._resolve_channel(params.get("channel"))
         text, blocks = self._message_content(params)
         thread_ts = params.get("thread_ts") or None
-        message = self._add_message(
+        return self._add_message(
             Message(
                 ts=self._next_ts(),
                 channel=channel,
@@ -582,9 +583,13 @@ class LocalSlack:
                 text=text,
                 blocks=blocks,
                 thread_ts=str(thread_ts) if thread_ts else None,
+                **kind,
             )
         )
-        return {"channel": channel, "ts": message.ts, "message": self._message_json(message)}
+
+    def _chat_post_message(self, params: dict[str, Any]) -> dict[str, Any]:
+        message = self._post_bot_message(params)
+        return {"channel": message.channel, "ts": message.ts, "message": self._message_json(message)}
 
     def _bot_message(self, params: dict[str, Any], *, cant: str) -> Message:
         channel = self._resolve_channel(params.get("channel"))
@@ -616,25 +621,11 @@ class LocalSlack:
         }
 
     def _chat_post_ephemeral(self, params: dict[str, Any]) -> dict[str, Any]:
-        channel = self._resolve_channel(params.get("channel"))
+        self._resolve_channel(params.get("channel"))  # channel_not_found before user_not_found, as Slack
         user = params.get("user")
         if not isinstance(user, str) or user not in self.users:
             raise SlackApiFailure("user_not_found")
-        text, blocks = self._message_content(params)
-        thread_ts = params.get("thread_ts") or None
-        message = self._add_message(
-            Message(
-                ts=self._next_ts(),
-                channel=channel,
-                user=self.bot_user_id,
-                text=text,
-                blocks=blocks,
-                kind="ephemeral",
-                ephemeral_to=user,
-                thread_ts=str(thread_ts) if thread_ts else None,
-                via="chat.postEphemeral",
-            )
-        )
+        message = self._post_bot_message(params, kind="ephemeral", ephemeral_to=user, via="chat.postEphemeral")
         return {"message_ts": message.ts}
 
     def _chat_delete(self, params: dict[str, Any]) -> dict[str, Any]:

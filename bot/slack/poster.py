@@ -62,9 +62,6 @@ class Poster:
         if self._http is not None:
             await self._http.close()
 
-    async def ephemeral(self, *, channel: str, user: str, reply: Reply) -> None:
-        await self._client.chat_postEphemeral(channel=channel, user=user, text=reply.text, blocks=reply.blocks)
-
     async def post(self, *, channel: str, reply: Reply, thread_ts: str | None = None) -> str:
         """Post in a channel at Slack's pace; returns the message ts (for later edits)."""
         lock = self._channel_locks.setdefault(channel, asyncio.Lock())

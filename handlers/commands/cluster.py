@@ -141,21 +141,8 @@ async def _one_cluster(services: Services, parsed: ClusterStatus | ClusterNodes,
     return Answer(reply, org_id=cluster.org)
 
 
-def _launch_org(services: Services, parsed: LaunchCluster, *, user_id: str, channel_id: str) -> str | None:
-    """--org; else the org of this channel if the user belongs to it; else the user's only org (an admin
-    outside an org channel must say which)."""
-    if parsed.org:
-        return parsed.org
-    access = services.access
-    channel_org = services.program.org_by_channel(channel_id)
-    if channel_org and access.may(user_id=user_id, action=Action.VIEW, org_id=channel_org.id):
-        return channel_org.id
-    own = access.member_orgs(user_id)
-    return own[0] if len(own) == 1 else None
-
-
 async def _launch_plan(services: Services, parsed: LaunchCluster, *, user_id: str, channel_id: str) -> Answer:
-    org_id = _launch_org(services, parsed, user_id=user_id, channel_id=channel_id)
+    org_id = parsed.org or services.access.default_org(user_id=user_id, channel_id=channel_id)
     if org_id is None:
         error = UsageError("Say which org the cluster is for with `--org ORG`.", USAGE["launch"])
         return Answer(blocks.usage_error(error), Outcome.INVALID, detail=error.message)
@@ -198,10 +185,8 @@ async def _launch_plan(services: Services, parsed: LaunchCluster, *, user_id: st
 async def _audit(services: Services, parsed: ShowAudit, *, user_id: str, channel_id: str) -> Answer:
     access = services.access
     org_id = parsed.org
-    if org_id is None and not access.is_admin(user_id):
-        channel_org = services.program.org_by_channel(channel_id)
-        own = access.member_orgs(user_id)
-        org_id = channel_org.id if channel_org and channel_org.id in own else (own[0] if len(own) == 1 else None)
+    if org_id is None and not access.is_admin(user_id):  # an admin naming no org sees every org
+        org_id = access.default_org(user_id=user_id, channel_id=channel_id)
         if org_id is None:
             error = UsageError("Say which org's audit log to show.", USAGE["audit"])
             return Answer(blocks.usage_error(error), Outcome.INVALID, detail=error.message)
