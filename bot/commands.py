@@ -23,6 +23,10 @@ USAGE = {
     "nodes": "/cluster nodes CLUSTER [--failed] [--public]   (CLUSTER or ORG/CLUSTER)",
     "templates": "/cluster templates [--public]",
     "launch": "/cluster launch TEMPLATE NAME [--count N] [--org ORG] [--param KEY=VALUE ...] [--dry-run]",
+    "scale": "/cluster scale CLUSTER GROUP COUNT [--dry-run]   (GROUP: instance group, queue, or QUEUE/RESOURCE)",
+    "replace": "/cluster replace CLUSTER NODE... [--dry-run]   (NODE: instance id, e.g. i-0123456789abcdef0)",
+    "reboot": "/cluster reboot CLUSTER NODE... [--dry-run]   (NODE: instance id, e.g. i-0123456789abcdef0)",
+    "delete": "/cluster delete CLUSTER",
     "audit": "/cluster audit [ORG] [--days N]",
 }
 SUMMARY = {
@@ -33,6 +37,10 @@ SUMMARY = {
     "templates": "the pre-validated reference architectures a cluster can be launched from",
     "audit": "what was asked, refused, done and failed in an org (operators: their own; admins: any)",
     "launch": "a new cluster from a template: the plan (request, quota, cost), then Confirm; `--dry-run`: plan only",
+    "scale": "set an instance group's (or queue's) node count: the plan (quota, cost), then Confirm",
+    "replace": "replace HyperPod nodes with new hardware (their volumes are wiped), after Confirm",
+    "reboot": "reboot HyperPod nodes, after Confirm",
+    "delete": "delete a cluster, after typing its name to confirm",
 }
 NEEDS = {
     "help": None,
@@ -41,11 +49,18 @@ NEEDS = {
     "nodes": Action.VIEW,
     "templates": Action.VIEW,
     "launch": Action.OPERATE,
+    "scale": Action.OPERATE,
+    "replace": Action.OPERATE,
+    "reboot": Action.OPERATE,
+    "delete": Action.OPERATE,
     "audit": Action.OPERATE,
 }
-PLANNED = ("scale", "replace", "reboot", "delete", "throughput")
+PLANNED = ("throughput",)
 MAX_AUDIT_DAYS = 90
 TEMPLATE_ID = re.compile(r"[a-z][a-z0-9-]{1,62}")
+GROUP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,62}(?:/[A-Za-z0-9][A-Za-z0-9-]{0,62})?")
+NODE_ID = re.compile(r"i-[a-f0-9]{8}(?:[a-f0-9]{9})?")  # HyperPod node ids are EC2 instance ids
+MAX_COUNT = 10_000
 PARAM = re.compile(r"([A-Za-z][A-Za-z0-9_-]{0,63})=(.*)", re.DOTALL)
 
 
@@ -110,7 +125,41 @@ class LaunchCluster:
     params: tuple[tuple[str, str], ...] = ()
 
 
-ClusterCommand = Help | ListClusters | ClusterStatus | ClusterNodes | ListTemplates | LaunchCluster | ShowAudit
+@dataclass(frozen=True)
+class ScaleGroup:
+    cluster: ClusterRef
+    group: str
+    count: int
+    dry_run: bool = False
+
+
+@dataclass(frozen=True)
+class NodeAction:
+    """`replace` or `reboot` of named nodes."""
+
+    verb: str
+    cluster: ClusterRef
+    node_ids: tuple[str, ...]
+    dry_run: bool = False
+
+
+@dataclass(frozen=True)
+class DeleteCluster:
+    cluster: ClusterRef
+
+
+ClusterCommand = (
+    Help
+    | ListClusters
+    | ClusterStatus
+    | ClusterNodes
+    | ListTemplates
+    | LaunchCluster
+    | ShowAudit
+    | ScaleGroup
+    | NodeAction
+    | DeleteCluster
+)
 
 
 def _all_usage() -> str:
@@ -159,6 +208,8 @@ def parse_cluster_command(text: str) -> ClusterCommand:
         return _launch(args, usage)
     if sub == "audit":
         return _audit(args, usage)
+    if sub in ("scale", "replace", "reboot", "delete"):
+        return _change(sub, args, usage)
     flags = {arg for arg in args if arg.startswith("--")}
     positional = [arg for arg in args if not arg.startswith("--")]
     allowed_flags = {
@@ -252,3 +303,41 @@ def _audit(args: list[str], usage: str) -> ShowAudit:
         else:
             raise UsageError(f"`{_shown(word)}` is not an org id; give at most one.", usage)
     return ShowAudit(org=org, days=days)
+
+
+def _change(sub: str, args: list[str], usage: str) -> ScaleGroup | NodeAction | DeleteCluster:
+    allowed = set() if sub == "delete" else {"--dry-run"}
+    flags = [arg for arg in args if arg.startswith("--")]
+    unknown = [flag for flag in flags if flag not in allowed]
+    if unknown:
+        raise UsageError(f"`{_shown(unknown[0])}` is not an option of `/cluster {sub}`.", usage)
+    positional = [arg for arg in args if not arg.startswith("--")]
+    dry_run = "--dry-run" in flags
+    if not positional:
+        raise UsageError(f"`/cluster {sub}` needs a cluster name.", usage)
+    ref, rest = _cluster_ref(positional[0], usage), positional[1:]
+    if sub == "delete":
+        if rest:
+            raise UsageError("`/cluster delete` takes one cluster name and nothing else.", usage)
+        return DeleteCluster(cluster=ref)
+    if sub == "scale":
+        if len(rest) != 2:
+            raise UsageError("`/cluster scale` needs a cluster, a group and the new node count.", usage)
+        group, count = rest
+        if not GROUP_NAME.fullmatch(group):
+            raise UsageError(f"`{_shown(group)}` is not an instance group or queue name.", usage)
+        if not count.isdigit() or int(count) > MAX_COUNT:
+            raise UsageError(
+                f"The node count must be a whole number from 0 to {MAX_COUNT:,}; got `{_shown(count)}`.", usage
+            )
+        return ScaleGroup(cluster=ref, group=group, count=int(count), dry_run=dry_run)
+    if not rest:
+        raise UsageError(f"`/cluster {sub}` needs the ids of the nodes to {sub}.", usage)
+    bad = [word for word in rest if not NODE_ID.fullmatch(word)]
+    if bad:
+        raise UsageError(
+            f"`{_shown(bad[0])}` is not a node id; HyperPod node ids are instance ids like `i-0123456789abcdef0` "
+            "(`/cluster nodes CLUSTER` lists them).",
+            usage,
+        )
+    return NodeAction(verb=sub, cluster=ref, node_ids=tuple(dict.fromkeys(rest)), dry_run=dry_run)

@@ -1,5 +1,6 @@
 """Cluster changes from plan to outcome: proposed with a Confirm button, started exactly once, watched.
 
+Launch, scale, reboot, replace, delete and stopping a ParallelCluster compute fleet all go the same way.
 Confirming is one conditional UPDATE of the operation's row (planned -> running), so a double click, a
 Slack retry or a second replica finds the row already claimed and starts nothing. A running operation is
 watched by polling AWS with backoff, its progress message edited in place; running operations are picked
@@ -12,17 +13,18 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from bot.access import AccessPolicy, Action
 from bot.audit import AuditLog
-from bot.clusters.fleet import Fleet, describe_error
-from bot.clusters.model import Backend, Cluster
-from bot.clusters.plans import LaunchPlan
+from bot.clusters.fleet import Fleet, describe_error, request_id
+from bot.clusters.model import Backend
+from bot.clusters.progress import Kind, State, Watch, judge
 from bot.slack import blocks
-from bot.slack.blocks import Reply, escape
+from bot.slack.blocks import Reply
 from bot.slack.poster import Poster
 from storage import crud
 from storage.db import Database
@@ -30,11 +32,11 @@ from storage.models import Operation, OperationStatus, Outcome, utcnow
 
 log = logging.getLogger(__name__)
 
-CONFIRM_LAUNCH = "launch_confirm"
-CANCEL_LAUNCH = "launch_cancel"
-DONE_STATUSES = {"InService", "CREATE_COMPLETE"}
-FAILED_STATUSES = {"Failed", "CREATE_FAILED", "DELETE_COMPLETE"}
-MISSING_POLLS = 10  # a created cluster not seen after this many polls is reported as lost
+CONFIRM, CANCEL = blocks.CONFIRM_ACTION, blocks.CANCEL_ACTION  # also the audit log's command names
+
+
+class NothingStarted(Exception):
+    """AWS accepted the call but acted on nothing (every node of a batch failed)."""
 
 
 @dataclass
@@ -51,16 +53,27 @@ class Operations:
     max_poll: float = 30.0
     _watchers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
 
-    async def propose_launch(self, plan: LaunchPlan, *, user_id: str, channel_id: str) -> Operation:
+    async def propose(
+        self,
+        *,
+        kind: Kind,
+        org_id: str,
+        backend: Backend,
+        cluster_name: str,
+        request: dict[str, Any],
+        user_id: str,
+        channel_id: str,
+        template: str = "",
+    ) -> Operation:
+        """Store a planned change; nothing is asked of AWS until it is confirmed."""
         now = self.clock()
-        request = plan.request or {"clusterName": plan.name, "clusterConfiguration": plan.cluster_yaml}
         operation = Operation(
             id=uuid.uuid4().hex,
-            kind="launch",
-            org_id=plan.org.id,
-            backend=plan.template.backend,
-            cluster_name=plan.name,
-            template=plan.template.key,
+            kind=kind.value,
+            org_id=org_id,
+            backend=backend.value,
+            cluster_name=cluster_name,
+            template=template,
             request=request,
             requested_by=user_id,
             requested_at=now,
@@ -71,7 +84,14 @@ class Operations:
         async with self.db.session() as session:
             return await crud.add_operation(session, operation=operation)
 
-    async def _get(self, operation_id: str) -> Operation | None:
+    async def busy(self, *, org_id: str, backend: Backend, cluster_name: str) -> Operation | None:
+        """The change already running on this cluster, if any: one at a time, as AWS itself insists."""
+        async with self.db.session() as session:
+            return await crud.running_operation(
+                session, org_id=org_id, backend=backend.value, cluster_name=cluster_name
+            )
+
+    async def get(self, operation_id: str) -> Operation | None:
         async with self.db.session() as session:
             return await crud.get_operation(session, operation_id=operation_id)
 
@@ -97,40 +117,49 @@ class Operations:
             user_id=user_id,
             channel_id=operation.channel_id,
             command=command,
-            text=f"{operation.kind} {operation.org_id}/{operation.cluster_name} ({operation.template})",
+            text=blocks.operation_summary(operation),
             outcome=outcome,
             org_id=operation.org_id,
             detail=detail,
         )
 
-    def _may_decide(self, operation: Operation, user_id: str) -> str | None:
+    def may_decide(self, operation: Operation, user_id: str) -> str | None:
         """Why `user_id` may not confirm or cancel this operation, or None."""
         if user_id != operation.requested_by and not self.access.is_admin(user_id):
-            return f"Only <@{operation.requested_by}>, who asked for it, or a program admin can decide on this launch."
+            noun = Kind(operation.kind).noun
+            return f"Only <@{operation.requested_by}>, who asked for it, or a program admin can decide on this {noun}."
         decision = self.access.decide(user_id=user_id, action=Action.OPERATE, org_id=operation.org_id)
         return None if decision.allowed else decision.reason
 
     async def confirm(self, operation_id: str, *, user_id: str) -> tuple[Reply, bool]:
         """The answer for the clicker, and whether it replaces the plan message (True once it started)."""
-        operation = await self._get(operation_id)
+        operation = await self.get(operation_id)
         if operation is None:
             return blocks.problem("This plan is not known (any more); run the command again."), False
-        refusal = self._may_decide(operation, user_id)
+        noun = Kind(operation.kind).noun
+        refusal = self.may_decide(operation, user_id)
         if refusal:
-            self._record(operation, user_id=user_id, command=CONFIRM_LAUNCH, outcome=Outcome.REFUSED, detail=refusal)
+            self._record(operation, user_id=user_id, command=CONFIRM, outcome=Outcome.REFUSED, detail=refusal)
             return blocks.refusal(refusal), False
+        if operation.status == OperationStatus.PLANNED.value and operation.kind != Kind.LAUNCH.value:
+            other = await self.busy(
+                org_id=operation.org_id, backend=Backend(operation.backend), cluster_name=operation.cluster_name
+            )
+            if other is not None:
+                return blocks.problem(blocks.busy_text(other)), False
         if not await self._claim(
             operation.id, OperationStatus.RUNNING, confirmed_by=user_id, confirmed_at=self.clock()
         ):
-            current = await self._get(operation.id)
+            current = await self.get(operation.id)
             state = current.status if current else "gone"
             by = f" by <@{current.confirmed_by}>" if current and current.confirmed_by else ""
-            return blocks.problem(f"This launch is already {state}{by}; nothing more was done."), False
-        self._record(operation, user_id=user_id, command=CONFIRM_LAUNCH, outcome=Outcome.ALLOWED, detail="confirmed")
+            return blocks.problem(f"This {noun} is already {state}{by}; nothing more was done."), False
+        self._record(operation, user_id=user_id, command=CONFIRM, outcome=Outcome.ALLOWED, detail="confirmed")
         operation.confirmed_by = user_id
+        operation.status = OperationStatus.RUNNING.value
         try:
             ts: str | None = await self.poster.post(
-                channel=operation.channel_id, reply=blocks.operation_progress(operation, "Asking AWS to create it…")
+                channel=operation.channel_id, reply=blocks.operation_progress(operation, "Asking AWS…")
             )
         except Exception:  # Slack being unreachable must not leave a claimed operation that never ran
             log.exception("could not post the progress message of %s", operation.id)
@@ -138,24 +167,57 @@ class Operations:
         operation.message_ts = ts
         await self._set(operation.id, message_ts=ts)
         try:
-            await self.fleet.launch(operation.org_id, Backend(operation.backend), operation.request)
+            detail = await self._start(operation)
         except Exception as error:
-            reason = describe_error(error)
-            await self._finish(operation, OperationStatus.FAILED, f"AWS refused the launch: {reason}")
-            return blocks.refusal(f"The launch of `{operation.cluster_name}` failed: {reason}"), True
+            reason = describe_error(error) if not isinstance(error, NothingStarted) else str(error)
+            rid = request_id(error)
+            await self._finish(operation, OperationStatus.FAILED, f"AWS refused: {reason}", request_id=rid)
+            return blocks.refusal(f"The {noun} of `{operation.cluster_name}` failed: {reason}"), True
+        if detail:
+            await self._set(operation.id, detail=detail[:2000])
+            operation.detail = detail
         self._watch(operation)
         return blocks.operation_decided(operation, "confirmed"), True
 
+    async def _start(self, operation: Operation) -> str:
+        """Ask AWS for the change; the request ids (for the audit) or "". Raises what AWS raised."""
+        kind, org_id, name = Kind(operation.kind), operation.org_id, operation.cluster_name
+        backend, request = Backend(operation.backend), operation.request
+        if kind is Kind.LAUNCH:
+            await self.fleet.launch(org_id, backend, request)
+            return ""
+        if kind is Kind.SCALE:
+            rid = await self.fleet.scale(org_id, backend, name, group=request["group"], count=int(request["count"]))
+            return f"request {rid}" if rid else ""
+        if kind is Kind.DELETE:
+            rid = await self.fleet.delete(org_id, backend, name)
+            return f"request {rid}" if rid else ""
+        if kind is Kind.STOP_FLEET:
+            await self.fleet.compute_fleet(org_id, name, status="STOP_REQUESTED")
+            return ""
+        result = await self.fleet.node_batch(org_id, name, verb=kind.value, node_ids=request["node_ids"])
+        operation.request = {
+            **request,
+            "successful": list(result.successful),
+            "failed": [asdict(failure) for failure in result.failed],
+        }
+        await self._set(operation.id, request=operation.request)
+        rids = ", ".join(result.request_ids)
+        if not result.successful:
+            raise NothingStarted(blocks.failed_nodes_text(operation.request["failed"]) + (f" (requests {rids})"))
+        return f"requests {rids}" if rids else ""
+
     async def cancel(self, operation_id: str, *, user_id: str) -> tuple[Reply, bool]:
-        operation = await self._get(operation_id)
+        operation = await self.get(operation_id)
         if operation is None:
             return blocks.problem("This plan is not known (any more)."), False
-        refusal = self._may_decide(operation, user_id)
+        refusal = self.may_decide(operation, user_id)
         if refusal:
             return blocks.refusal(refusal), False
         if not await self._claim(operation.id, OperationStatus.CANCELLED, confirmed_by=user_id):
-            return blocks.problem("This launch was already decided; nothing more was done."), False
-        self._record(operation, user_id=user_id, command=CANCEL_LAUNCH, outcome=Outcome.DONE, detail="cancelled")
+            noun = Kind(operation.kind).noun
+            return blocks.problem(f"This {noun} was already decided; nothing more was done."), False
+        self._record(operation, user_id=user_id, command=CANCEL, outcome=Outcome.DONE, detail="cancelled")
         return blocks.operation_decided(operation, "cancelled", by=user_id), True
 
     def _watch(self, operation: Operation) -> None:
@@ -165,51 +227,54 @@ class Operations:
             task.add_done_callback(lambda _: self._watchers.pop(operation.id, None))
 
     async def _follow(self, operation: Operation) -> None:
-        delay, last, missing = self.first_poll, "", 0
+        delay, last, watch = self.first_poll, "", Watch()
+        kind, backend = Kind(operation.kind), Backend(operation.backend)
         while True:
             try:
-                cluster = await self.fleet.get(operation.org_id, Backend(operation.backend), operation.cluster_name)
+                cluster = await self.fleet.get(operation.org_id, backend, operation.cluster_name)
             except Exception as error:  # AWS hiccups: keep watching, say nothing new
                 log.warning("watching %s: %s", operation.cluster_name, describe_error(error))
-                cluster = None
             else:
-                missing = missing + 1 if cluster is None else 0
-            status = cluster.status if cluster else ""
-            if status and status != last:
-                last = status
-                await self._show(operation, cluster)
-            if status in DONE_STATUSES and cluster is not None:
-                await self._finish(operation, OperationStatus.DONE, blocks.progress_line(cluster))
-                return
-            if status in FAILED_STATUSES or missing >= MISSING_POLLS:
-                reason = (cluster.failure_message if cluster else "") or status or "the cluster disappeared"
-                await self._finish(operation, OperationStatus.FAILED, reason)
-                return
+                verdict = judge(kind, operation.request, cluster, watch)
+                if verdict.state is State.DONE:
+                    line = blocks.progress_line(cluster) if cluster else verdict.reason
+                    await self._finish(operation, OperationStatus.DONE, line)
+                    return
+                if verdict.state is State.FAILED:
+                    await self._finish(operation, OperationStatus.FAILED, verdict.reason)
+                    return
+                line = blocks.operation_line(operation, cluster)
+                if line != last:
+                    last = line
+                    await self._show(operation, line)
             await self.sleep(delay)
             delay = min(delay * 2, self.max_poll)
 
-    async def _show(self, operation: Operation, cluster: Cluster | None) -> None:
+    async def _show(self, operation: Operation, line: str) -> None:
         if operation.message_ts:
-            line = blocks.progress_line(cluster) if cluster else "Waiting for AWS to show it…"
             await self.poster.update(
                 channel=operation.channel_id, ts=operation.message_ts, reply=blocks.operation_progress(operation, line)
             )
 
-    async def _finish(self, operation: Operation, status: OperationStatus, detail: str) -> None:
+    async def _finish(
+        self, operation: Operation, status: OperationStatus, detail: str, *, request_id: str = ""
+    ) -> None:
         await self._set(operation.id, status=status.value, detail=detail[:2000])
         operation.status = status.value
+        done = status is OperationStatus.DONE
         if operation.message_ts:
-            line = f"Done: {detail}" if status is OperationStatus.DONE else f"Failed: {escape(detail)}"
+            line = f"Done: {detail}" if done else f"Failed: {blocks.escape(detail)}"
             await self.poster.update(
                 channel=operation.channel_id, ts=operation.message_ts, reply=blocks.operation_progress(operation, line)
             )
-        outcome = Outcome.DONE if status is OperationStatus.DONE else Outcome.FAILED
+        started = f"; {operation.detail}" if operation.detail else ""
+        rid = f" (request {request_id})" if request_id else ""
         self._record(
             operation,
             user_id=operation.confirmed_by or operation.requested_by,
             command=operation.kind,
-            outcome=outcome,
-            detail=detail,
+            outcome=Outcome.DONE if done else Outcome.FAILED,
+            detail=f"{detail}{rid}{started}",
         )
 
     async def resume(self) -> int:

@@ -2,9 +2,10 @@
 
 from slack_bolt.async_app import AsyncApp
 
-from handlers import actions, commands
+from handlers import actions, commands, views
 
 
 def register_listeners(app: AsyncApp) -> None:
     commands.register(app)
     actions.register(app)
+    views.register(app)

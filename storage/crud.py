@@ -11,7 +11,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from storage.models import AuditEntry, ClusterSeen, Operation, Org
+from storage.models import AuditEntry, ClusterSeen, Operation, OperationStatus, Org
 
 
 async def sync_orgs(session: AsyncSession, *, orgs: Iterable[Org]) -> None:
@@ -121,3 +121,13 @@ async def update_operation(session: AsyncSession, *, operation_id: str, values: 
 
 async def operations_with_status(session: AsyncSession, *, status: str) -> Sequence[Operation]:
     return (await session.exec(select(Operation).where(Operation.status == status))).all()
+
+
+async def running_operation(session: AsyncSession, *, org_id: str, backend: str, cluster_name: str) -> Operation | None:
+    query = select(Operation).where(
+        Operation.org_id == org_id,
+        Operation.backend == backend,
+        Operation.cluster_name == cluster_name,
+        Operation.status == OperationStatus.RUNNING.value,
+    )
+    return (await session.exec(query)).first()

@@ -91,7 +91,7 @@ class Operation(SQLModel, table=True):
     __table_args__ = (Index("ix_operations_status", "status"),)
 
     id: str = Field(primary_key=True, max_length=32)
-    kind: str = Field(max_length=16)  # launch
+    kind: str = Field(max_length=16)  # bot.clusters.progress.Kind: launch, scale, reboot, replace, delete, stop_fleet
     org_id: str = Field(max_length=40, index=True)
     backend: str = Field(max_length=16)
     cluster_name: str = Field(max_length=63)

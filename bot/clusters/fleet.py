@@ -26,12 +26,14 @@ import httpx
 from botocore.exceptions import BotoCoreError, ClientError
 
 from bot.clusters.accounts import AwsAccounts
-from bot.clusters.hyperpod import HyperPodBackend
+from bot.clusters.hyperpod import HyperPodBackend, NodeBatchResult
 from bot.clusters.model import Backend, Cluster, ClusterBackend, ClusterNotFound
 from bot.clusters.parallelcluster import (
     ParallelClusterApiBackend,
     ParallelClusterApiError,
     ParallelClusterEc2Backend,
+    QueueResize,
+    resize_queue,
 )
 from bot.config import OrgConfig, ProgramConfig
 
@@ -56,20 +58,55 @@ class Lookup:
     errors: dict[str, str]  # org -> why it could not be searched
 
 
+# What a person can do about each AWS error code the cluster operations meet (the issue's list, plus the
+# codes HyperPod uses for the same situations).
+_NEXT_STEP = {
+    "ResourceLimitExceeded": "the AWS account's service quota for this is reached: ask for fewer nodes, or ask the "
+    "org's AWS admin to raise the quota in Service Quotas",
+    "ResourceInUse": "that name is taken in the account: choose another name",
+    "ConflictException": "the cluster is busy with another change: wait until it is InService (`/cluster status`) "
+    "and try again",
+    "ValidationException": "AWS found the request invalid: check the values named above and try again",
+    "ResourceNotFound": "AWS does not know that cluster or node (any more): `/cluster list` shows what exists",
+    "ResourceNotFoundException": "AWS does not know that cluster or node (any more): `/cluster list` shows what exists",
+}
+_PCLUSTER_NEXT_STEP = {
+    400: "fix what the messages name and try again",
+    401: "the org's role may not call its ParallelCluster API: check the API's resource policy",
+    403: "the org's role may not call its ParallelCluster API: check the API's resource policy",
+    404: "ParallelCluster does not know that cluster (any more): `/cluster list` shows what exists",
+    409: "the cluster is busy with another change: wait until it is *_COMPLETE (`/cluster status`) and try again",
+    412: "the dry run found nothing to stop the request",
+    429: "the ParallelCluster API is throttling requests: wait a minute and try again",
+}
+
+
+def request_id(error: BaseException) -> str:
+    """AWS's request id of a failed call (for the audit log), or ""."""
+    if isinstance(error, ClientError):
+        return str(error.response.get("ResponseMetadata", {}).get("RequestId", ""))
+    return ""
+
+
 def describe_error(error: BaseException) -> str:
     """One line a person can act on; never a stack trace."""
     if isinstance(error, ClientError):
         info = error.response.get("Error", {})
         code = info.get("Code", "Error")
+        message = str(info.get("Message", ""))[:240]
         if code in ("AccessDenied", "AccessDeniedException", "UnauthorizedOperation"):
             return f"AWS refused access ({code}): check the org's role and its trust policy"
         if code in ("ThrottlingException", "Throttling", "RequestLimitExceeded"):
-            return "AWS is throttling requests; try again in a minute"
-        return f"AWS error {code}: {info.get('Message', '')[:160]}"
+            return "AWS is throttling requests even after retrying; wait a minute and try again"
+        step = _NEXT_STEP.get(code)
+        if step:
+            return f"AWS said {code}: {message} — {step}"
+        return f"AWS error {code}: {message}"
     if isinstance(error, TimeoutError | asyncio.TimeoutError):
         return "timed out"
     if isinstance(error, ParallelClusterApiError):
-        return str(error)[:200]
+        step = _PCLUSTER_NEXT_STEP.get(error.status)
+        return f"{str(error)[:500]}" + (f" — {step}" if step else "")
     if isinstance(error, httpx.HTTPError):
         return f"ParallelCluster API unreachable ({type(error).__name__})"
     if isinstance(error, BotoCoreError):
@@ -197,19 +234,100 @@ class Fleet:
     async def launch(self, org_id: str, backend: Backend, request: dict[str, Any]) -> None:
         """Create a cluster from a rendered request (HyperPod create_cluster kwargs, or the ParallelCluster
         {clusterName, clusterConfiguration}); errors are raised for the caller to describe."""
-        org = self._org(org_id)
 
-        def create() -> None:
-            target = self._backend(org, backend)
-            if isinstance(target, HyperPodBackend):
-                target.create(request=request)
-            elif isinstance(target, ParallelClusterApiBackend):
-                target.create(name=request["clusterName"], configuration=request["clusterConfiguration"])
+        def create(target: ClusterBackend) -> None:
+            if backend is Backend.HYPERPOD:
+                self._hyperpod(target).create(request=request)
             else:
-                raise ParallelClusterApiError(400, "this org has no ParallelCluster API to launch through")
+                self._pcluster_api(target).create(
+                    name=request["clusterName"], configuration=request["clusterConfiguration"]
+                )
 
-        await self._in_thread(create)
-        self._cache.pop(org_id, None)  # the next listing must show the new cluster
+        await self._change(org_id, backend, create)  # the next listing must show the new cluster
+
+    async def _change(self, org_id: str, backend: Backend, work: Callable[[ClusterBackend], T]) -> T:
+        """Run one change in a worker thread; whatever happens, the org's cached listing is stale after it."""
+        org = self._org(org_id)
+        try:
+            return await self._in_thread(lambda: work(self._backend(org, backend)))
+        finally:
+            self._cache.pop(org_id, None)
+
+    @staticmethod
+    def _pcluster_api(target: ClusterBackend) -> ParallelClusterApiBackend:
+        if not isinstance(target, ParallelClusterApiBackend):
+            raise ParallelClusterApiError(
+                400, "this org has no ParallelCluster API (aws.parallelcluster_api), and changing a cluster needs it"
+            )
+        return target
+
+    @staticmethod
+    def _hyperpod(target: ClusterBackend) -> HyperPodBackend:
+        assert isinstance(target, HyperPodBackend)  # callers pass Backend.HYPERPOD
+        return target
+
+    async def plan_queue_resize(
+        self, org_id: str, name: str, *, group: str, count: int
+    ) -> tuple[QueueResize, list[str], ParallelClusterApiError | None]:
+        """A ParallelCluster queue's new configuration, the change set of its dry run (one line per parameter),
+        and ParallelCluster's objection to it or None. Raises GroupNotFound for a queue or compute resource
+        the cluster does not have."""
+
+        def plan(target: ClusterBackend) -> tuple[QueueResize, list[str], ParallelClusterApiError | None]:
+            api = self._pcluster_api(target)
+            resize = resize_queue(api.configuration(name), group=group, count=count)
+            try:
+                changes = api.update(name=name, configuration=resize.configuration, dryrun_only=True)
+            except ParallelClusterApiError as objection:
+                return resize, [], objection
+            lines = [
+                f"{c.get('parameter', '')}: {c.get('currentValue', '')} → {c.get('requestedValue', '')}"
+                for c in changes
+            ]
+            return resize, lines, None
+
+        org = self._org(org_id)
+        return await self._in_thread(lambda: plan(self._backend(org, Backend.PCLUSTER)))
+
+    async def scale(self, org_id: str, backend: Backend, name: str, *, group: str, count: int) -> str:
+        """Set a group's (HyperPod) or queue's (ParallelCluster) node count; AWS's request id where it gives one."""
+
+        def scale(target: ClusterBackend) -> str:
+            if backend is Backend.HYPERPOD:
+                return self._hyperpod(target).scale(name=name, group=group, count=count)
+            api = self._pcluster_api(target)  # fetched again: the configuration may have changed since the plan
+            resize = resize_queue(api.configuration(name), group=group, count=count)
+            api.update(name=name, configuration=resize.configuration)
+            return ""
+
+        return await self._change(org_id, backend, scale)
+
+    async def node_batch(self, org_id: str, name: str, *, verb: str, node_ids: Sequence[str]) -> NodeBatchResult:
+        """Reboot or replace HyperPod nodes (chunked by the backend); partial failures are in the result."""
+
+        def act(target: ClusterBackend) -> NodeBatchResult:
+            hyperpod = self._hyperpod(target)
+            run = hyperpod.replace_nodes if verb == "replace" else hyperpod.reboot_nodes
+            return run(name=name, node_ids=node_ids)
+
+        return await self._change(org_id, Backend.HYPERPOD, act)
+
+    async def compute_fleet(self, org_id: str, name: str, *, status: str) -> None:
+        """Ask a ParallelCluster cluster's compute fleet to START_REQUESTED or STOP_REQUESTED."""
+        await self._change(
+            org_id,
+            Backend.PCLUSTER,
+            lambda target: self._pcluster_api(target).set_compute_fleet(name=name, status=status),
+        )
+
+    async def delete(self, org_id: str, backend: Backend, name: str) -> str:
+        def delete(target: ClusterBackend) -> str:
+            if backend is Backend.HYPERPOD:
+                return self._hyperpod(target).delete(name=name)
+            self._pcluster_api(target).delete(name=name)
+            return ""
+
+        return await self._change(org_id, backend, delete)
 
     async def get(self, org_id: str, backend: Backend, name: str) -> Cluster | None:
         """One cluster as AWS says it now (no cache), or None when it does not exist."""

@@ -140,3 +140,59 @@ def plan_launch(
         request=request,
         cluster_yaml=cluster_yaml,
     )
+
+
+@dataclass(frozen=True)
+class ScalePlan:
+    org: OrgConfig
+    cluster: Cluster
+    group: str  # as the user named it: an instance group, a queue, or QUEUE/RESOURCE
+    instance_type: str
+    before: int  # the group's target count now
+    after: int
+    quota: tuple[QuotaLine, ...]  # only when growing: shrinking never needs quota
+    cost_change: float | None  # USD per hour, negative when shrinking; None when the type has no price
+    change_set: tuple[str, ...] = ()  # ParallelCluster's dry-run change set, one line per parameter
+
+    @property
+    def growing(self) -> bool:
+        return self.after > self.before
+
+
+def plan_scale(
+    *,
+    org: OrgConfig,
+    cluster: Cluster,
+    group: str,
+    instance_type: str,
+    before: int,
+    after: int,
+    clusters: Sequence[Cluster],
+    prices: PriceTable,
+    change_set: Sequence[str] = (),
+) -> ScalePlan:
+    """The plan, or PlanRefused: nothing to change, or growing past the org's quota (with the numbers)."""
+    if after == before:
+        raise PlanRefused(f"`{group}` of `{cluster.name}` is already set to {before} nodes; nothing to change.")
+    quota: tuple[QuotaLine, ...] = ()
+    if after > before:
+        quota = quota_lines(org, held=held_instances(clusters), requested={instance_type: after - before})
+        over = [line for line in quota if line.over]
+        if over:
+            line = over[0]
+            raise PlanRefused(
+                f"Over quota: {line.instance_type}: held {line.held}, requested {line.requested} more, allowed "
+                f"{line.allowed}. Ask for fewer nodes, or ask a program admin to raise the quota."
+            )
+    price = prices.price_per_hour(instance_type)
+    return ScalePlan(
+        org=org,
+        cluster=cluster,
+        group=group,
+        instance_type=instance_type,
+        before=before,
+        after=after,
+        quota=quota,
+        cost_change=None if price is None else price * (after - before),
+        change_set=tuple(change_set),
+    )

@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 
 from bot.clusters.fleet import OrgClusters
 from bot.clusters.model import Backend, Cluster, Health, Node
-from bot.clusters.plans import LaunchPlan
+from bot.clusters.plans import LaunchPlan, ScalePlan
 from bot.clusters.templates import TemplateSet
 from bot.commands import SUMMARY, USAGE, UsageError
 
@@ -345,7 +345,7 @@ def launch_plan(plan: LaunchPlan, *, operation_id: str | None = None) -> Reply:
         blocks.append(context("Dry run: nothing was created and AWS was not asked to change anything."))
     else:
         blocks += [
-            plan_buttons(operation_id),
+            plan_buttons(operation_id, confirm="Confirm launch"),
             context("Only the requester or a program admin can confirm. Nothing is created before that."),
         ]
     text = f"Plan for {plan.org.id}/{plan.name} from {template.key}: " + ", ".join(
@@ -354,23 +354,232 @@ def launch_plan(plan: LaunchPlan, *, operation_id: str | None = None) -> Reply:
     return Reply(text=text, blocks=blocks, public=operation_id is not None)
 
 
-def plan_buttons(operation_id: str) -> Block:
+CONFIRM_ACTION = "operation_confirm"
+CANCEL_ACTION = "operation_cancel"
+DELETE_OPEN_ACTION = "delete_open"  # opens the modal where the cluster's name is typed
+DELETE_VIEW = "delete_confirm"  # that modal's callback_id
+DELETE_NAME_BLOCK, DELETE_NAME_INPUT = "typed_name", "name"
+_KIND_TITLE = {  # icon, title, what the progress message's text fallback starts with
+    "launch": (":rocket:", "Launch", "Launching"),
+    "scale": (":straight_ruler:", "Scale", "Scaling"),
+    "reboot": (":arrows_counterclockwise:", "Reboot", "Rebooting nodes of"),
+    "replace": (":recycle:", "Replace nodes", "Replacing nodes of"),
+    "delete": (":wastebasket:", "Delete", "Deleting"),
+    "stop_fleet": (":octagonal_sign:", "Stop compute fleet", "Stopping the compute fleet of"),
+}
+
+
+def plan_buttons(operation_id: str, *, confirm: str = "Confirm", danger: bool = False) -> Block:
     return {
         "type": "actions",
-        "block_id": f"launch:{operation_id}",
+        "block_id": f"plan:{operation_id}",
         "elements": [
             {
                 "type": "button",
-                "action_id": "launch_confirm",
-                "text": {"type": "plain_text", "text": "Confirm launch"},
-                "style": "primary",
+                "action_id": CONFIRM_ACTION,
+                "text": {"type": "plain_text", "text": confirm},
+                "style": "danger" if danger else "primary",
                 "value": operation_id,
             },
             {
                 "type": "button",
-                "action_id": "launch_cancel",
+                "action_id": CANCEL_ACTION,
                 "text": {"type": "plain_text", "text": "Cancel"},
                 "value": operation_id,
+            },
+        ],
+    }
+
+
+def _decide_context() -> Block:
+    return context("Only the requester or a program admin can confirm. Nothing changes before that.")
+
+
+def operation_summary(operation: Any) -> str:
+    """One line naming the change, for the audit log and fallbacks."""
+    request, ref = operation.request or {}, f"{operation.org_id}/{operation.cluster_name}"
+    if operation.kind == "launch":
+        return f"launch {ref} ({operation.template})"
+    if operation.kind == "scale":
+        return f"scale {ref} {request.get('group')} {request.get('before')}→{request.get('count')}"
+    if operation.kind in ("reboot", "replace"):
+        return f"{operation.kind} {ref} " + " ".join(request.get("node_ids", []))
+    return f"{operation.kind} {ref}"
+
+
+def busy_text(other: Any) -> str:
+    return (
+        f"`{other.org_id}/{other.cluster_name}` is already changing ({operation_summary(other)}, confirmed by "
+        f"<@{other.confirmed_by or other.requested_by}>). Wait until its progress message says done, then try again."
+    )
+
+
+def failed_nodes_text(failed: Sequence[dict[str, str]]) -> str:
+    return "; ".join(f"{f['node_id']}: {f['code']} ({escape(f['message'])[:160]})" for f in failed)
+
+
+def scale_plan(plan: ScalePlan, *, operation_id: str | None = None) -> Reply:
+    cluster = plan.cluster
+    verb = "Grow" if plan.growing else "Shrink"
+    fields = [
+        f"*Cluster*\n`{cluster.ref}` · {cluster.backend.label}",
+        f"*Group*\n`{escape(plan.group)}` · {plan.instance_type}",
+        f"*Nodes*\n{plan.before} → *{plan.after}*",
+    ]
+    if plan.cost_change is not None:
+        sign = "+" if plan.cost_change >= 0 else "-"
+        hourly = abs(plan.cost_change)
+        fields.append(f"*Cost change*\n{sign}${hourly:,.2f}/hour · {sign}${hourly * 24:,.0f}/day on demand")
+    body: list[Block] = [
+        header(f"Plan: scale {cluster.name}"),
+        section(
+            f"{verb} `{escape(plan.group)}` of `{cluster.ref}` from {plan.before} to {plan.after} nodes.", fields=fields
+        ),
+    ]
+    if plan.quota:
+        body.append(
+            section(
+                "*Quota before → after*\n"
+                + "\n".join(
+                    f"{q.instance_type}: held {q.held} + {q.requested} → {q.after}"
+                    + (f" of {q.allowed} allowed" if q.allowed is not None else " (not limited)")
+                    for q in plan.quota
+                )
+            )
+        )
+    if not plan.growing:
+        chooser = (
+            "SageMaker chooses which nodes to remove"
+            if cluster.backend is Backend.HYPERPOD
+            else ("ParallelCluster terminates the nodes above the new count")
+        )
+        body.append(section(f":warning: {chooser}; jobs running on them are stopped."))
+    if plan.change_set:
+        body.append(
+            section(
+                "ParallelCluster's dry run accepted these changes:\n```" + "\n".join(plan.change_set)[:2500] + "```"
+            )
+        )
+    if operation_id is None:
+        body.append(context("Dry run: nothing was changed."))
+    else:
+        body += [plan_buttons(operation_id, confirm="Confirm scale", danger=not plan.growing), _decide_context()]
+    text = f"Plan: scale {cluster.ref} {plan.group} from {plan.before} to {plan.after} nodes"
+    return Reply(text=text, blocks=body, public=operation_id is not None)
+
+
+def fleet_stop_offer(
+    cluster: Cluster, *, group: str, count: int, reasons: Sequence[str], operation_id: str | None
+) -> Reply:
+    """ParallelCluster will not shrink a running fleet: the two ways out, the first one as a button."""
+    why = "\n".join(f"• {escape(reason)[:400]}" for reason in reasons[:5]) or "• (no reason given)"
+    text = (
+        f"ParallelCluster will not shrink `{cluster.ref}` while its compute fleet is running. Two ways:\n"
+        f"1. *Stop the compute fleet* (every compute node stops, and running jobs with it), then run "
+        f"`/cluster scale {cluster.name} {group} {count}` again, and start the fleet after (`pcluster "
+        f"update-compute-fleet --status START_REQUESTED`).\n"
+        f"2. Set `Scheduling.SlurmSettings.QueueUpdateStrategy: TERMINATE` in the cluster's configuration: "
+        f"ParallelCluster then terminates only the nodes above the new count. That is a configuration change "
+        f"for the org's engineers to make."
+    )
+    body: list[Block] = [
+        header(f"Cannot shrink {cluster.name} while it runs"),
+        section(text),
+        section("*ParallelCluster said*\n" + why),
+    ]
+    if operation_id is None:
+        body.append(context("Dry run: nothing was changed."))
+    else:
+        body += [plan_buttons(operation_id, confirm="Stop compute fleet", danger=True), _decide_context()]
+    return Reply(
+        text=f"ParallelCluster will not shrink {cluster.ref} while its compute fleet runs",
+        blocks=body,
+        public=operation_id is not None,
+    )
+
+
+def node_action_plan(verb: str, cluster: Cluster, nodes: Sequence[Node], *, operation_id: str | None = None) -> Reply:
+    title = "Replace" if verb == "replace" else "Reboot"
+    lines = [f"`{n.node_id}` · {escape(n.group)} · {n.instance_type} · {n.status}" for n in nodes]
+    body: list[Block] = [
+        header(f"Plan: {verb} {len(nodes)} node{'s' if len(nodes) != 1 else ''} of {cluster.name}"),
+        section(f"{title} these nodes of `{cluster.ref}` ({cluster.backend.label}):"),
+        *sections(lines),
+    ]
+    if verb == "replace":
+        body.append(
+            section(
+                ":warning: *Replacing wipes the root and secondary volumes* of these nodes: each gets new hardware "
+                "and a new instance id. Anything not on shared storage (FSx, S3) is lost."
+            )
+        )
+    else:
+        body.append(section("A soft reboot: jobs on these nodes are interrupted; local disks are kept."))
+    if operation_id is None:
+        body.append(context("Dry run: nothing was changed."))
+    else:
+        body += [plan_buttons(operation_id, confirm=f"Confirm {verb}", danger=verb == "replace"), _decide_context()]
+    text = f"Plan: {verb} {len(nodes)} nodes of {cluster.ref}: " + ", ".join(n.node_id for n in nodes)
+    return Reply(
+        text=text, blocks=fit(body, overflow="{hidden} more blocks of nodes not shown"), public=operation_id is not None
+    )
+
+
+def delete_plan(cluster: Cluster, *, operation_id: str) -> Reply:
+    counts = ", ".join(f"{n} x {t}" for t, n in sorted(cluster.instances_by_type().items())) or "no nodes"
+    body = [
+        header(f"Plan: delete {cluster.name}"),
+        section(
+            f":warning: Deleting `{cluster.ref}` ({cluster.backend.label}) terminates every node ({counts}) and "
+            "cannot be undone. Shared file systems (FSx) and S3 data are kept."
+        ),
+        {
+            "type": "actions",
+            "block_id": f"plan:{operation_id}",
+            "elements": [
+                {
+                    "type": "button",
+                    "action_id": DELETE_OPEN_ACTION,
+                    "text": {"type": "plain_text", "text": "Delete…"},
+                    "style": "danger",
+                    "value": operation_id,
+                },
+                {
+                    "type": "button",
+                    "action_id": CANCEL_ACTION,
+                    "text": {"type": "plain_text", "text": "Cancel"},
+                    "value": operation_id,
+                },
+            ],
+        },
+        context("You will be asked to type the cluster's name. Only the requester or a program admin can delete."),
+    ]
+    return Reply(text=f"Plan: delete {cluster.ref} ({counts})", blocks=body, public=True)
+
+
+def delete_modal(operation: Any, *, private_metadata: str) -> dict[str, Any]:
+    """The modal where the cluster's name must be typed; its submission is the confirmation."""
+    return {
+        "type": "modal",
+        "callback_id": DELETE_VIEW,
+        "private_metadata": private_metadata,
+        "title": {"type": "plain_text", "text": "Delete cluster"},
+        "submit": {"type": "plain_text", "text": "Delete"},
+        "close": {"type": "plain_text", "text": "Keep it"},
+        "blocks": [
+            section(
+                f":warning: This deletes `{operation.org_id}/{operation.cluster_name}` and every node in it. "
+                "It cannot be undone."
+            ),
+            {
+                "type": "input",
+                "block_id": DELETE_NAME_BLOCK,
+                "label": {"type": "plain_text", "text": "Type the cluster's name to confirm"},
+                "element": {
+                    "type": "plain_text_input",
+                    "action_id": DELETE_NAME_INPUT,
+                    "placeholder": {"type": "plain_text", "text": operation.cluster_name[:150]},
+                },
             },
         ],
     }
@@ -384,25 +593,48 @@ def progress_line(cluster: Cluster) -> str:
     return f"`{cluster.status}` · {_health_text(cluster)}" + (f" · {groups}" if groups else "")
 
 
+def operation_line(operation: Any, cluster: Cluster | None) -> str:
+    """Where a running change stands, from the cluster as AWS shows it now."""
+    if cluster is None:
+        return "Waiting for AWS to show the cluster…" if operation.kind != "delete" else "The cluster is gone."
+    request = operation.request or {}
+    if operation.kind == "stop_fleet":
+        return f"`{cluster.status}` · compute fleet `{cluster.extra.get('compute_fleet') or 'unknown'}`"
+    if operation.kind in ("reboot", "replace"):
+        nodes = {node.node_id: node for node in cluster.nodes}
+        parts = [f"`{i}` {nodes[i].status if i in nodes else 'gone'}" for i in request.get("successful", [])]
+        before = set(request.get("before_ids", []))
+        fresh = [n for n in cluster.nodes if n.group in request.get("groups", []) and n.node_id not in before]
+        if fresh:
+            parts.append("new: " + ", ".join(f"`{n.node_id}` {n.status}" for n in fresh))
+        return f"`{cluster.status}` · " + " · ".join(parts)
+    return progress_line(cluster)
+
+
 def operation_progress(operation: Any, line: str) -> Reply:
     """The in-channel message of a running operation, edited in place as it moves."""
     who = f"asked by <@{operation.requested_by}>" + (
         f", confirmed by <@{operation.confirmed_by}>" if operation.confirmed_by else ""
     )
-    text = f"Launching {operation.org_id}/{operation.cluster_name} ({operation.template}): {line}"
-    return Reply(
-        text=text,
-        blocks=[
-            section(f":rocket: *Launch* `{operation.org_id}/{operation.cluster_name}` from `{operation.template}`"),
-            section(line),
-            context(who),
-        ],
-    )
+    icon, title, doing = _KIND_TITLE.get(operation.kind, (":gear:", operation.kind, operation.kind))
+    ref = f"`{operation.org_id}/{operation.cluster_name}`"
+    request = operation.request or {}
+    what = {
+        "launch": f"{ref} from `{operation.template}`",
+        "scale": f"{ref} · `{escape(str(request.get('group')))}` "
+        f"{request.get('before')} → {request.get('count')} nodes",
+    }.get(operation.kind, ref)
+    body = [section(f"{icon} *{title}* {what}"), section(line)]
+    if request.get("failed"):
+        body.append(section(":x: *Not done*: " + failed_nodes_text(request["failed"])))
+    body.append(context(who))
+    return Reply(text=f"{doing} {operation_summary(operation)[len(operation.kind) + 1 :]}: {line}", blocks=body)
 
 
 def operation_decided(operation: Any, verb: str, *, by: str | None = None) -> Reply:
     who = f" by <@{by}>" if by else ""
-    text = f"Launch of {operation.org_id}/{operation.cluster_name} {verb}{who}."
+    title = _KIND_TITLE.get(operation.kind, ("", operation.kind, ""))[1]
+    text = f"{title} of {operation.org_id}/{operation.cluster_name} {verb}{who}."
     follow = " Progress is posted in this channel." if verb == "confirmed" else ""
     return Reply(text=text + follow, blocks=[section(text + follow)], public=True)
 

@@ -10,6 +10,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 import aiohttp
 from slack_sdk.web.async_client import AsyncWebClient
@@ -77,3 +78,7 @@ class Poster:
 
     async def update(self, *, channel: str, ts: str, reply: Reply) -> None:
         await self._client.chat_update(channel=channel, ts=ts, text=reply.text, blocks=reply.blocks)
+
+    async def open_view(self, *, trigger_id: str, view: dict[str, Any]) -> None:
+        """Open a modal; Slack accepts it only within 3 seconds of the click that gave the trigger id."""
+        await self._client.views_open(trigger_id=trigger_id, view=view)

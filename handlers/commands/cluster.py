@@ -1,4 +1,4 @@
-"""`/cluster help|list|status|nodes`: parse -> authorize -> ask the fleet -> render. Nothing else."""
+"""`/cluster ...`: parse -> authorize -> ask the fleet or plan the change -> render. Nothing else."""
 
 from __future__ import annotations
 
@@ -10,17 +10,24 @@ from typing import Any
 from slack_bolt.context.ack.async_ack import AsyncAck
 
 from bot.access import NOT_A_MEMBER, Action
-from bot.clusters.plans import PlanRefused, plan_launch
+from bot.clusters.fleet import describe_error
+from bot.clusters.hyperpod import GroupNotFound
+from bot.clusters.model import Backend, Cluster
+from bot.clusters.plans import PlanRefused, plan_launch, plan_scale
+from bot.clusters.progress import Kind
 from bot.commands import (
     NEEDS,
     USAGE,
     ClusterNodes,
     ClusterRef,
     ClusterStatus,
+    DeleteCluster,
     Help,
     LaunchCluster,
     ListClusters,
     ListTemplates,
+    NodeAction,
+    ScaleGroup,
     ShowAudit,
     UsageError,
     parse_cluster_command,
@@ -84,6 +91,12 @@ async def answer_cluster_command(services: Services, *, user_id: str, channel_id
         return await _audit(services, parsed, user_id=user_id, channel_id=channel_id)
     if isinstance(parsed, LaunchCluster):
         return await _launch_plan(services, parsed, user_id=user_id, channel_id=channel_id)
+    if isinstance(parsed, ScaleGroup):
+        return await _scale_plan(services, parsed, user_id=user_id, channel_id=channel_id)
+    if isinstance(parsed, NodeAction):
+        return await _node_plan(services, parsed, user_id=user_id, channel_id=channel_id)
+    if isinstance(parsed, DeleteCluster):
+        return await _delete_plan(services, parsed, user_id=user_id, channel_id=channel_id)
     return await _one_cluster(services, parsed, user_id=user_id)
 
 
@@ -177,7 +190,16 @@ async def _launch_plan(services: Services, parsed: LaunchCluster, *, user_id: st
         return Answer(blocks.refusal(str(refused)), Outcome.REFUSED, org_id, str(refused))
     if parsed.dry_run:
         return Answer(blocks.launch_plan(plan), org_id=org_id, detail=f"dry run of {template.key}")
-    operation = await services.operations.propose_launch(plan, user_id=user_id, channel_id=channel_id)
+    operation = await services.operations.propose(
+        kind=Kind.LAUNCH,
+        org_id=org_id,
+        backend=Backend(template.backend),
+        cluster_name=plan.name,
+        template=template.key,
+        request=plan.request or {"clusterName": plan.name, "clusterConfiguration": plan.cluster_yaml},
+        user_id=user_id,
+        channel_id=channel_id,
+    )
     reply = blocks.launch_plan(plan, operation_id=operation.id)
     return Answer(reply, org_id=org_id, detail=f"launch of {template.key} proposed as {operation.id}")
 
@@ -198,3 +220,175 @@ async def _audit(services: Services, parsed: ShowAudit, *, user_id: str, channel
     entries = await services.audit_entries(org_id=org_id, since=since)
     scope = f"`{org_id}`" if org_id else "every org"
     return Answer(blocks.audit_reply(entries, scope=scope, days=parsed.days, tz=services.tz), org_id=org_id)
+
+
+def _invalid(message: str, usage: str, org_id: str | None = None) -> Answer:
+    error = UsageError(message, usage)
+    return Answer(blocks.usage_error(error), Outcome.INVALID, org_id, error.message)
+
+
+async def _cluster_to_change(services: Services, ref: ClusterRef, *, user_id: str) -> Cluster | Answer:
+    """The one cluster `ref` names that the user may change and that is not already changing, or the answer
+    saying why not. Clusters the user may not see get the same answer as clusters that do not exist."""
+    access = services.access
+    visible = access.visible_orgs(user_id)
+    if ref.org is not None and ref.org not in visible:
+        return Answer(blocks.not_found(str(ref), unreachable={}), Outcome.REFUSED, detail="org not visible")
+    lookup = await services.fleet.find(ref.name, [ref.org] if ref.org else visible)
+    if not lookup.found:
+        return Answer(blocks.not_found(str(ref), unreachable=lookup.errors), Outcome.INVALID, detail="not found")
+    if len(lookup.found) > 1:
+        return Answer(blocks.ambiguous(ref.name, lookup.found), Outcome.INVALID, detail="ambiguous")
+    cluster = lookup.found[0]
+    decision = access.decide(user_id=user_id, action=Action.OPERATE, org_id=cluster.org)
+    if not decision.allowed:
+        return Answer(blocks.refusal(decision.reason), Outcome.REFUSED, cluster.org, decision.reason)
+    if cluster.backend is Backend.PCLUSTER and cluster.note:
+        reason = (
+            f"`{cluster.org}` has no ParallelCluster API in the program file (aws.parallelcluster_api), and "
+            "changing a ParallelCluster cluster goes through it; ask a program admin to add it."
+        )
+        return Answer(blocks.refusal(reason), Outcome.REFUSED, cluster.org, reason)
+    busy = await services.operations.busy(org_id=cluster.org, backend=cluster.backend, cluster_name=cluster.name)
+    if busy is not None:
+        return Answer(blocks.problem(blocks.busy_text(busy)), Outcome.REFUSED, cluster.org, "cluster busy")
+    return cluster
+
+
+async def _propose(
+    services: Services, kind: Kind, cluster: Cluster, request: dict[str, Any], *, user_id: str, channel_id: str
+) -> str:
+    operation = await services.operations.propose(
+        kind=kind,
+        org_id=cluster.org,
+        backend=cluster.backend,
+        cluster_name=cluster.name,
+        request=request,
+        user_id=user_id,
+        channel_id=channel_id,
+    )
+    return operation.id
+
+
+async def _scale_plan(services: Services, parsed: ScaleGroup, *, user_id: str, channel_id: str) -> Answer:
+    found = await _cluster_to_change(services, parsed.cluster, user_id=user_id)
+    if isinstance(found, Answer):
+        return found
+    cluster, usage = found, USAGE["scale"]
+    objection = None
+    change_set: list[str] = []
+    if cluster.backend is Backend.HYPERPOD:
+        group = next((g for g in cluster.groups if g.name == parsed.group), None)
+        if group is None:
+            names = ", ".join(f"`{g.name}`" for g in cluster.groups) or "none"
+            return _invalid(f"`{cluster.name}` has no instance group `{parsed.group}`; its groups: {names}.", usage)
+        before, instance_type = (group.target if group.target is not None else group.current), group.instance_type
+    else:
+        try:
+            resize, change_set, objection = await services.fleet.plan_queue_resize(
+                cluster.org, cluster.name, group=parsed.group, count=parsed.count
+            )
+        except GroupNotFound as error:
+            return _invalid(str(error), usage, cluster.org)
+        except Exception as error:
+            reason = describe_error(error)
+            return Answer(
+                blocks.problem(f"Could not read `{cluster.ref}`'s configuration: {reason}"),
+                Outcome.FAILED,
+                cluster.org,
+                reason,
+            )
+        before, instance_type = resize.before, resize.instance_type
+    (listing,) = await services.fleet.list_orgs([cluster.org])
+    if listing.errors and before < parsed.count:
+        reason = "Cannot check the quota: " + "; ".join(listing.errors)
+        return Answer(blocks.problem(reason), Outcome.FAILED, cluster.org, reason)
+    org = services.program.org(cluster.org)
+    if org is None:  # found in AWS but gone from the program file since the listing
+        return Answer(blocks.refusal(NOT_A_MEMBER), Outcome.REFUSED, cluster.org, "org not in the program")
+    try:
+        plan = plan_scale(
+            org=org,
+            cluster=cluster,
+            group=parsed.group,
+            instance_type=instance_type,
+            before=before,
+            after=parsed.count,
+            clusters=listing.clusters,
+            prices=services.templates.prices,
+            change_set=change_set,
+        )
+    except PlanRefused as refused:
+        return Answer(blocks.refusal(str(refused)), Outcome.REFUSED, cluster.org, str(refused))
+    if objection is not None:
+        if not objection.needs_fleet_stop:
+            reason = describe_error(objection)
+            return Answer(
+                blocks.problem(f"ParallelCluster refused the change: {reason}"), Outcome.REFUSED, cluster.org, reason
+            )
+        stop_id = None
+        if not parsed.dry_run:
+            then = {"then": f"scale {parsed.group} {parsed.count}"}
+            stop_id = await _propose(services, Kind.STOP_FLEET, cluster, then, user_id=user_id, channel_id=channel_id)
+        reply = blocks.fleet_stop_offer(
+            cluster, group=parsed.group, count=parsed.count, reasons=objection.update_errors, operation_id=stop_id
+        )
+        return Answer(reply, org_id=cluster.org, detail=f"shrink needs the fleet stopped; stop offered as {stop_id}")
+    if parsed.dry_run:
+        return Answer(blocks.scale_plan(plan), org_id=cluster.org, detail="dry run")
+    request: dict[str, Any] = {
+        "group": parsed.group,
+        "count": parsed.count,
+        "before": before,
+        "instance_type": instance_type,
+    }
+    operation_id = await _propose(services, Kind.SCALE, cluster, request, user_id=user_id, channel_id=channel_id)
+    return Answer(
+        blocks.scale_plan(plan, operation_id=operation_id), org_id=cluster.org, detail=f"proposed as {operation_id}"
+    )
+
+
+async def _node_plan(services: Services, parsed: NodeAction, *, user_id: str, channel_id: str) -> Answer:
+    found = await _cluster_to_change(services, parsed.cluster, user_id=user_id)
+    if isinstance(found, Answer):
+        return found
+    cluster, usage = found, USAGE[parsed.verb]
+    if cluster.backend is not Backend.HYPERPOD:
+        reason = (
+            f"`/cluster {parsed.verb}` acts on HyperPod nodes; `{cluster.ref}` is a ParallelCluster cluster, where "
+            "Slurm replaces unhealthy static nodes itself (or reboot one with `scontrol reboot` on the head node)."
+        )
+        return Answer(blocks.problem(reason), Outcome.INVALID, cluster.org, reason)
+    nodes = {node.node_id: node for node in cluster.nodes}
+    unknown = [node_id for node_id in parsed.node_ids if node_id not in nodes]
+    if unknown:
+        listed = ", ".join(f"`{node_id}`" for node_id in unknown[:5])
+        return _invalid(
+            f"{listed} {'is not a node' if len(unknown) == 1 else 'are not nodes'} of `{cluster.ref}`; "
+            f"`/cluster nodes {cluster.name}` lists them.",
+            usage,
+            cluster.org,
+        )
+    selected = [nodes[node_id] for node_id in parsed.node_ids]
+    if parsed.dry_run:
+        return Answer(blocks.node_action_plan(parsed.verb, cluster, selected), org_id=cluster.org, detail="dry run")
+    groups = sorted({node.group for node in selected})
+    request = {
+        "node_ids": list(parsed.node_ids),
+        "groups": groups,
+        "before_ids": [node.node_id for node in cluster.nodes if node.group in groups],
+    }
+    kind = Kind.REPLACE if parsed.verb == "replace" else Kind.REBOOT
+    operation_id = await _propose(services, kind, cluster, request, user_id=user_id, channel_id=channel_id)
+    reply = blocks.node_action_plan(parsed.verb, cluster, selected, operation_id=operation_id)
+    return Answer(reply, org_id=cluster.org, detail=f"proposed as {operation_id}")
+
+
+async def _delete_plan(services: Services, parsed: DeleteCluster, *, user_id: str, channel_id: str) -> Answer:
+    found = await _cluster_to_change(services, parsed.cluster, user_id=user_id)
+    if isinstance(found, Answer):
+        return found
+    operation_id = await _propose(services, Kind.DELETE, found, {}, user_id=user_id, channel_id=channel_id)
+    return Answer(
+        blocks.delete_plan(found, operation_id=operation_id), org_id=found.org, detail=f"proposed as {operation_id}"
+    )

@@ -68,7 +68,7 @@ async def test_confirm_launches_once_and_edits_progress_to_done(
     planned = await plan(sandbox, "kumo-new")
     assert "kumo-new" not in kumo_clusters(seeded_aws)  # nothing before Confirm
     clicks = await asyncio.gather(
-        *(sandbox.slack.click(user_id=ALICE, message=planned, action_id="launch_confirm") for _ in range(2))
+        *(sandbox.slack.click(user_id=ALICE, message=planned, action_id="operation_confirm") for _ in range(2))
     )
     assert all(click.status_code == 200 for click in clicks)
     done = await sandbox.slack.wait_for(
@@ -82,22 +82,22 @@ async def test_confirm_launches_once_and_edits_progress_to_done(
     async with sandbox.pitcrew.services.db.session() as session:
         entries = await crud.audit_entries(session, org_id="kumo-labs")
     steps = [(e.command, e.outcome) for e in reversed(entries)]
-    assert steps == [("/cluster", "allowed"), ("launch_confirm", "allowed"), ("launch", "done")]
+    assert steps == [("/cluster", "allowed"), ("operation_confirm", "allowed"), ("launch", "done")]
 
 
 @pytest.mark.parametrize(("clicker", "reason"), [(HANA, "Only <@U0ALICE01>"), (BOB, "Only <@U0ALICE01>")])
 async def test_others_cannot_confirm(sandbox: Sandbox, seeded_aws: SeededAws, clicker: str, reason: str) -> None:
     planned = await plan(sandbox, "kumo-nope")
     before = seeded_aws.state()
-    await sandbox.slack.click(user_id=clicker, message=planned, action_id="launch_confirm")
+    await sandbox.slack.click(user_id=clicker, message=planned, action_id="operation_confirm")
     refusal = await sandbox.slack.wait_for(lambda m: m.ephemeral_to == clicker and "Only" in m.text)
     assert reason in refusal.text
     assert seeded_aws.state() == before and not progress_messages(sandbox, "kumo-nope")
     stale = copy.deepcopy(planned)  # a client still showing the buttons after the plan was decided
-    cancelled = await sandbox.slack.click(user_id=ALICE, message=planned, action_id="launch_cancel")
+    cancelled = await sandbox.slack.click(user_id=ALICE, message=planned, action_id="operation_cancel")
     assert cancelled.status_code == 200
     await sandbox.slack.wait_for(lambda m: "cancelled" in m.text and "kumo-nope" in m.text)
-    await sandbox.slack.click(user_id=ADMIN, message=stale, action_id="launch_confirm")
+    await sandbox.slack.click(user_id=ADMIN, message=stale, action_id="operation_confirm")
     late = await sandbox.slack.wait_for(lambda m: m.ephemeral_to == ADMIN and "already" in m.text)
     assert "already cancelled" in late.text
     assert seeded_aws.state() == before
@@ -111,7 +111,7 @@ async def test_a_restarted_bot_resumes_watching_and_never_creates_twice(
         async with sandbox_factory() as first:
             await first.pitcrew.ready.wait()
             planned = await plan(first, "kumo-slow")
-            await first.slack.click(user_id=ALICE, message=planned, action_id="launch_confirm")
+            await first.slack.click(user_id=ALICE, message=planned, action_id="operation_confirm")
             await first.slack.wait_for(lambda m: "kumo-slow" in m.text and "Creating" in m.text, timeout=15)
             slack = first.slack
         # The bot is gone; the cluster is still Creating. A new bot on the same database and workspace:
@@ -128,7 +128,7 @@ async def test_a_restarted_bot_resumes_watching_and_never_creates_twice(
 async def test_a_tampered_button_value_changes_nothing(sandbox: Sandbox, seeded_aws: SeededAws, value: str) -> None:
     planned = await plan(sandbox, "kumo-tamper")
     before = seeded_aws.state()
-    response = await sandbox.slack.click(user_id=ALICE, message=planned, action_id="launch_confirm", value=value)
+    response = await sandbox.slack.click(user_id=ALICE, message=planned, action_id="operation_confirm", value=value)
     assert response.status_code == 200
     answer = await sandbox.slack.wait_for(lambda m: m.ephemeral_to == ALICE and "not known" in m.text)
     assert "Traceback" not in answer.text

@@ -1,0 +1,73 @@
+"""Buttons on a plan: Confirm and Cancel (any change), Delete… (opens the typed-name modal).
+
+Each acks first, then lets bot.operations decide, then answers the clicker.
+"""
+
+from __future__ import annotations
+
+import json
+from logging import Logger
+from typing import Any
+
+from slack_bolt.context.ack.async_ack import AsyncAck
+
+from bot.services import Services
+from bot.slack import blocks
+from storage.models import OperationStatus
+
+INTERNAL_ERROR = "Pitcrew hit an internal error handling that click. It is logged; nothing was started twice."
+
+
+def _operation_id(body: dict[str, Any]) -> str:
+    return str(body["actions"][0].get("value") or "")[:64]
+
+
+async def _decide(body: dict[str, Any], context: dict[str, Any], logger: Logger, *, confirm: bool) -> None:
+    services: Services = context["services"]
+    user_id = body["user"]["id"]
+    operation_id = _operation_id(body)
+    operations = services.operations
+    try:
+        decide = operations.confirm if confirm else operations.cancel
+        reply, replaces = await decide(operation_id, user_id=user_id)
+    except Exception:
+        logger.exception("deciding on operation %s failed", operation_id)
+        reply, replaces = blocks.problem(INTERNAL_ERROR), False
+    # A decision replaces the plan (its buttons go away); a refusal goes to the clicker alone.
+    await services.poster.respond(body["response_url"], reply, replace_original=replaces)
+
+
+async def confirm_callback(ack: AsyncAck, body: dict[str, Any], context: dict[str, Any], logger: Logger) -> None:
+    await ack()
+    await _decide(body, context, logger, confirm=True)
+
+
+async def cancel_callback(ack: AsyncAck, body: dict[str, Any], context: dict[str, Any], logger: Logger) -> None:
+    await ack()
+    await _decide(body, context, logger, confirm=False)
+
+
+async def open_delete_callback(ack: AsyncAck, body: dict[str, Any], context: dict[str, Any], logger: Logger) -> None:
+    """Open the modal at once (its trigger id lives 3 seconds); refusals go to the clicker instead."""
+    await ack()
+    services: Services = context["services"]
+    user_id, operation_id = body["user"]["id"], _operation_id(body)
+    try:
+        operation = await services.operations.get(operation_id)
+        if operation is None or operation.kind != "delete":
+            reply = blocks.problem("This plan is not known (any more); run the command again.")
+        elif refusal := services.operations.may_decide(operation, user_id):
+            reply = blocks.refusal(refusal)
+        elif operation.status != OperationStatus.PLANNED.value:
+            reply = blocks.problem(f"This delete is already {operation.status}; nothing more was done.")
+        else:
+            # The modal's submission has no response URL of its own: carry the plan's, to replace the plan.
+            metadata = json.dumps({"operation_id": operation.id, "response_url": body["response_url"]})
+            await services.poster.open_view(
+                trigger_id=body["trigger_id"], view=blocks.delete_modal(operation, private_metadata=metadata)
+            )
+            return
+    except Exception:
+        logger.exception("opening the delete modal of %s failed", operation_id)
+        reply = blocks.problem(INTERNAL_ERROR)
+    await services.poster.respond(body["response_url"], reply)
