@@ -237,7 +237,7 @@ class Operations:
             else:
                 verdict = judge(kind, operation.request, cluster, watch)
                 if verdict.state is State.DONE:
-                    line = blocks.progress_line(cluster) if cluster else verdict.reason
+                    line = " · ".join(filter(None, [blocks.progress_line(cluster) if cluster else "", verdict.reason]))
                     await self._finish(operation, OperationStatus.DONE, line)
                     return
                 if verdict.state is State.FAILED:
@@ -262,13 +262,9 @@ class Operations:
         await self._set(operation.id, status=status.value, detail=detail[:2000])
         operation.status = status.value
         done = status is OperationStatus.DONE
-        if operation.message_ts:
-            line = f"Done: {detail}" if done else f"Failed: {blocks.escape(detail)}"
-            await self.poster.update(
-                channel=operation.channel_id, ts=operation.message_ts, reply=blocks.operation_progress(operation, line)
-            )
         started = f"; {operation.detail}" if operation.detail else ""
         rid = f" (request {request_id})" if request_id else ""
+        # Recorded before the message says so: whoever reads "Done" can find it in the audit log.
         self._record(
             operation,
             user_id=operation.confirmed_by or operation.requested_by,
@@ -276,6 +272,11 @@ class Operations:
             outcome=Outcome.DONE if done else Outcome.FAILED,
             detail=f"{detail}{rid}{started}",
         )
+        if operation.message_ts:
+            line = f"Done: {detail}" if done else f"Failed: {blocks.escape(detail)}"
+            await self.poster.update(
+                channel=operation.channel_id, ts=operation.message_ts, reply=blocks.operation_progress(operation, line)
+            )
 
     async def resume(self) -> int:
         """Watch again what was running when the bot stopped; never start it again."""

@@ -15,6 +15,7 @@ from bot.clusters.model import Cluster, Health
 MISSING_POLLS = 10  # a cluster not seen after this many polls is reported as lost
 QUIET_REBOOT_POLLS = 10  # nodes Running all along after this many polls: the reboot was too quick to see
 SETTLED = frozenset({"InService", "CREATE_COMPLETE", "UPDATE_COMPLETE"})
+STOPPED_FLEET = frozenset({"STOP_REQUESTED", "STOPPING", "STOPPED"})
 BROKEN = frozenset({"Failed", "RollingBack", "CREATE_FAILED", "UPDATE_FAILED", "DELETE_FAILED"})
 
 
@@ -85,6 +86,8 @@ def _scaled(request: dict[str, Any], cluster: Cluster) -> Verdict:
     )
     if group is None or cluster.status not in SETTLED:
         return Verdict(State.GOING)
+    if cluster.extra.get("compute_fleet") in STOPPED_FLEET:
+        return Verdict(State.DONE, "the compute fleet is stopped: the nodes come up when it is started")
     settled = group.current == group.target if group.target is not None else group.current == request["count"]
     return Verdict(State.DONE if settled else State.GOING)
 
@@ -106,8 +109,8 @@ def _nodes_back(kind: Kind, request: dict[str, Any], cluster: Cluster, watch: Wa
         back = all(node_id in nodes and nodes[node_id].status == "Running" for node_id in acted_on)
         seen = watch.seen_away.issuperset(acted_on) or watch.polls >= QUIET_REBOOT_POLLS
         return Verdict(State.DONE if back and seen else State.GOING)
+    # Replaced: the old instances are gone and as many new ones run in their groups. Other nodes of the group
+    # are not waited for: one that was failing before has nothing to do with this replacement.
     gone = not any(node_id in nodes for node_id in acted_on)
-    full = all(g.target is None or g.current >= g.target for g in cluster.groups if g.name in groups) and all(
-        node.status == "Running" for node in cluster.nodes if node.group in groups
-    )
-    return Verdict(State.DONE if gone and full else State.GOING)
+    running = sum(1 for node in fresh if node.status == "Running")
+    return Verdict(State.DONE if gone and running >= len(acted_on) else State.GOING)

@@ -59,5 +59,7 @@ def body(message: Message) -> str:
         if "text" in block and isinstance(block["text"], dict):
             parts.append(block["text"]["text"])
         parts += [field["text"] for field in block.get("fields", [])]
-        parts += [element.get("text", "") for element in block.get("elements", []) if isinstance(element, dict)]
+        for element in block.get("elements", []):
+            text = element.get("text", "") if isinstance(element, dict) else ""
+            parts.append(text["text"] if isinstance(text, dict) else text)  # buttons carry plain_text objects
     return "\n".join(parts)
