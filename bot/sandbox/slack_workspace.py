@@ -3,10 +3,10 @@
 `LocalSlack` plays Slack's part on both sides of the wire:
 
 * the bot's `AsyncWebClient(base_url=local_slack.api_url)` calls `POST /api/{method}` on it;
-* it delivers slash commands and button clicks to the bot's `/slack/events` URL as form posts signed
-  exactly as Slack signs them, and hands out `response_url`s that behave like Slack's.
+* it delivers slash commands, button clicks and modal submissions to the bot's `/slack/events` URL as
+  form posts signed exactly as Slack signs them, and hands out `response_url`s that behave like Slack's.
 
-Everything it sees is kept in `messages` and `calls`, so tests can assert on what a user would see.
+Everything it sees is kept in `messages`, `open_views` and `calls`, so tests can assert on what a user would see.
 The same object backs the console page (`GET /`) that `pitcrew demo` opens in a browser.
 """
 
@@ -21,7 +21,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode
 
 import httpx
@@ -45,7 +45,36 @@ RESPONSE_URL_TTL_SECONDS = 30 * 60
 # Slack shows "operation_timeout" when a command or action is not acknowledged within 3 seconds.
 ACK_DEADLINE_SECONDS = 3.0
 
+# A trigger_id opens one modal, within 3 seconds of the interaction that produced it (docs.slack.dev, modals).
+TRIGGER_TTL_SECONDS = 3.0
+# Spent triggers are kept this long so a late views.open is told "expired", not "invalid".
+TRIGGER_KEEP_SECONDS = 3600.0
+# Modal limits from Slack's view reference: title/submit/close 24 chars, private_metadata 3000,
+# callback_id and external_id 255, 100 blocks; a modal's stack holds the root view plus two pushed views.
+MODAL_TEXT_MAX = 24
+PRIVATE_METADATA_MAX = 3000
+VIEW_ID_FIELD_MAX = 255
+MODAL_BLOCKS_MAX = 100
+VIEW_STACK_MAX = 3
+# Keys of a stored view that are LocalSlack's bookkeeping, not part of Slack's view object.
+_VIEW_INTERNAL_KEYS = ("user_id", "errors", "response_error")
+# Where each input element keeps its value in `view.state.values` (view_submission payload reference).
+_STATE_FIELDS = {
+    "plain_text_input": "value",
+    "email_text_input": "value",
+    "url_text_input": "value",
+    "number_text_input": "value",
+    "static_select": "selected_option",
+    "radio_buttons": "selected_option",
+    "datepicker": "selected_date",
+    "timepicker": "selected_time",
+    "users_select": "selected_user",
+    "conversations_select": "selected_conversation",
+    "channels_select": "selected_channel",
+}
+
 _CONSOLE_HTML = Path(__file__).with_name("console.html")
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -80,6 +109,13 @@ class _ResponseUrl:
     created: float
     original_ts: str | None = None  # the clicked message, for replace_original / delete_original
     uses: int = 0
+
+
+@dataclass
+class _Trigger:
+    user_id: str
+    created: float
+    used: bool = False
 
 
 @dataclass
@@ -150,9 +186,14 @@ class LocalSlack:
         self.messages: list[Message] = []
         self.calls: list[ApiCall] = []
         self.home_views: dict[str, dict[str, Any]] = {}
+        # Open modal views, view_id -> Slack's view object plus "user_id", "errors" ({block_id: message}
+        # shown under inputs after a `response_action: errors`) and "response_error" (a reply Slack would
+        # not accept). A user's views are in opening order, so the last one is on top.
+        self.open_views: dict[str, dict[str, Any]] = {}
         self.files: dict[str, _StoredFile] = {}
 
         self._response_urls: dict[str, _ResponseUrl] = {}
+        self._triggers: dict[str, _Trigger] = {}
         self._failures: dict[str, _Failure] = {}
         self._last_ts_micros = 0
         self._file_seq = 0
@@ -168,6 +209,8 @@ class LocalSlack:
             "chat.delete": self._chat_delete,
             "chat.getPermalink": self._chat_get_permalink,
             "views.publish": self._views_publish,
+            "views.open": self._views_open,
+            "views.update": self._views_update,
             "users.info": self._users_info,
             "conversations.info": self._conversations_info,
             "conversations.open": self._conversations_open,
@@ -184,6 +227,8 @@ class LocalSlack:
                 Route("/console/state", self._handle_console_state, methods=["GET"]),
                 Route("/console/command", self._handle_console_command, methods=["POST"]),
                 Route("/console/action", self._handle_console_action, methods=["POST"]),
+                Route("/console/view-submit", self._handle_console_view_submit, methods=["POST"]),
+                Route("/console/view-close", self._handle_console_view_close, methods=["POST"]),
                 Route("/console/command-forms", self._handle_console_command_forms, methods=["POST"]),
             ],
             lifespan=self._lifespan,
@@ -240,7 +285,7 @@ class LocalSlack:
             "api_app_id": API_APP_ID,
             "is_enterprise_install": "false",
             "response_url": f"{self.base_url}/response/{token}",
-            "trigger_id": self._trigger_id(),
+            "trigger_id": self._trigger_id(user_id),
         }
         self._add_message(
             Message(
@@ -286,12 +331,7 @@ class LocalSlack:
             action["style"] = element["style"]
         payload: dict[str, Any] = {
             "type": "block_actions",
-            "user": {
-                "id": user_id,
-                "username": self._user_handle(user_id),
-                "name": self._user_handle(user_id),
-                "team_id": self.team_id,
-            },
+            "user": self._user_ref(user_id),
             "api_app_id": API_APP_ID,
             "token": VERIFICATION_TOKEN,
             "container": {
@@ -300,7 +340,7 @@ class LocalSlack:
                 "channel_id": message.channel,
                 "is_ephemeral": is_ephemeral,
             },
-            "trigger_id": self._trigger_id(),
+            "trigger_id": self._trigger_id(user_id),
             "team": {"id": self.team_id, "domain": TEAM_DOMAIN},
             "enterprise": None,
             "is_enterprise_install": False,
@@ -316,21 +356,110 @@ class LocalSlack:
         body = urlencode({"payload": json.dumps(payload)})
         return await self._deliver(body, timestamp=timestamp, signing_secret=None)
 
+    def user_views(self, user_id: str) -> list[dict[str, Any]]:
+        """`user_id`'s open modal views, bottom to top (the last one is what they see)."""
+        return [v for v in self.open_views.values() if v["user_id"] == user_id]
+
+    async def submit_view(
+        self,
+        *,
+        user_id: str,
+        view_id: str,
+        values: Mapping[str, Mapping[str, str]],
+        timestamp: int | None = None,
+    ) -> httpx.Response:
+        """Press Submit on modal `view_id` as `user_id` after typing `values` ({block_id: {action_id: text}};
+        a select takes an option's value), deliver the `view_submission`, and apply the bot's reply as Slack
+        does: an empty 200 closes the view; `response_action` errors / update / push / clear act on the stack.
+
+        Raises ValueError for what Slack's client would not let a user submit: a view that is not open for
+        them, a block_id/action_id that is not an input of the view, or a required input left empty.
+        """
+        stored = self._user_view(user_id, view_id)
+        stored["state"] = {"values": _submission_state(stored["blocks"], values)}
+        payload: dict[str, Any] = {
+            "type": "view_submission",
+            "team": {"id": self.team_id, "domain": TEAM_DOMAIN},
+            "user": self._user_ref(user_id),
+            "api_app_id": API_APP_ID,
+            "token": VERIFICATION_TOKEN,
+            "trigger_id": self._trigger_id(user_id),
+            "view": self._view_json(stored),
+            "response_urls": [],
+            "is_enterprise_install": False,
+            "enterprise": None,
+        }
+        body = urlencode({"payload": json.dumps(payload)})
+        response = await self._deliver(body, timestamp=timestamp, signing_secret=None)
+        self._apply_view_response(stored, response)
+        self._notify()
+        return response
+
+    async def close_view(self, *, user_id: str, view_id: str, timestamp: int | None = None) -> httpx.Response | None:
+        """Close modal `view_id` as `user_id` (the X button); Slack sends `view_closed` only to views opened
+        with `notify_on_close`, so the bot's response is returned then and None otherwise."""
+        stored = self._user_view(user_id, view_id)
+        del self.open_views[view_id]
+        self._notify()
+        if not stored["notify_on_close"]:
+            return None
+        payload = {
+            "type": "view_closed",
+            "team": {"id": self.team_id, "domain": TEAM_DOMAIN},
+            "user": self._user_ref(user_id),
+            "api_app_id": API_APP_ID,
+            "token": VERIFICATION_TOKEN,
+            "view": self._view_json(stored),
+            "is_cleared": False,
+            "is_enterprise_install": False,
+            "enterprise": None,
+        }
+        return await self._deliver(
+            urlencode({"payload": json.dumps(payload)}), timestamp=timestamp, signing_secret=None
+        )
+
     async def wait_for(self, predicate: Callable[[Message], bool], *, timeout: float = 5.0) -> Message:
         """The first message (present or yet to arrive, re-checked after edits) matching `predicate`."""
+        return await self._wait_until(
+            lambda: next((m for m in list(self.messages) if predicate(m)), None),
+            timeout=timeout,
+            failure=lambda: f"no matching message within {timeout}s; messages:\n{self.describe()}",
+        )
+
+    async def wait_for_view(
+        self, *, user_id: str, callback_id: str | None = None, timeout: float = 5.0
+    ) -> dict[str, Any]:
+        """The modal on top of `user_id`'s screen (present or yet to open), with `callback_id` if given."""
+
+        def top() -> dict[str, Any] | None:
+            views = self.user_views(user_id)
+            if views and (callback_id is None or views[-1]["callback_id"] == callback_id):
+                return views[-1]
+            return None
+
+        return await self._wait_until(
+            top,
+            timeout=timeout,
+            failure=lambda: (
+                f"no modal{f' {callback_id!r}' if callback_id else ''} for {user_id} within {timeout}s; "
+                f"open: {[(v['id'], v['callback_id']) for v in self.user_views(user_id)]}"
+            ),
+        )
+
+    async def _wait_until(self, find: Callable[[], _T | None], *, timeout: float, failure: Callable[[], str]) -> _T:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
             waiter = (loop, asyncio.Event())
             self._waiters.append(waiter)
             try:
-                for message in list(self.messages):
-                    if predicate(message):
-                        return message
+                found = find()
+                if found is not None:
+                    return found
                 remaining = deadline - loop.time()
                 if remaining <= 0:
-                    raise TimeoutError(f"no matching message within {timeout}s; messages:\n{self.describe()}")
-                # On timeout, loop once more so a last-moment message still counts.
+                    raise TimeoutError(failure())
+                # On timeout, loop once more so a last-moment change still counts.
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(waiter[1].wait(), remaining)
             finally:
@@ -423,8 +552,18 @@ class LocalSlack:
         self._last_ts_micros = micros
         return f"{micros // 1_000_000}.{micros % 1_000_000:06d}"
 
-    def _trigger_id(self) -> str:
-        return f"{int(self.clock())}.{secrets.randbelow(10**12)}.{secrets.token_hex(16)}"
+    def _trigger_id(self, user_id: str) -> str:
+        """A trigger_id for an interaction by `user_id`, remembered so views.open can check it like Slack."""
+        now = self.clock()
+        # Oldest first (insertion order), so a load generator issuing thousands keeps this small.
+        while self._triggers:
+            oldest_id, oldest = next(iter(self._triggers.items()))
+            if now - oldest.created < TRIGGER_KEEP_SECONDS:
+                break
+            del self._triggers[oldest_id]
+        trigger_id = f"{int(now)}.{secrets.randbelow(10**12)}.{secrets.token_hex(16)}"
+        self._triggers[trigger_id] = _Trigger(user_id=user_id, created=now)
+        return trigger_id
 
     def _new_response_url(self, *, user_id: str, channel_id: str, original_ts: str | None = None) -> str:
         token = secrets.token_urlsafe(18)
@@ -482,6 +621,11 @@ class LocalSlack:
         if channel in self.channels:
             return self.channels[channel]
         return "directmessage" if self._dm_user(channel) is not None else channel
+
+    def _user_ref(self, user_id: str) -> dict[str, str]:
+        """The `user` object of interaction payloads."""
+        handle = self._user_handle(user_id)
+        return {"id": user_id, "username": handle, "name": handle, "team_id": self.team_id}
 
     def _user_handle(self, user_id: str) -> str:
         name = self.users.get(user_id, user_id)
@@ -667,6 +811,162 @@ class LocalSlack:
         self.home_views[user_id] = stored
         self._notify()
         return {"view": stored}
+
+    def _views_open(self, params: dict[str, Any]) -> dict[str, Any]:
+        trigger = self._valid_trigger(params)
+        content = _modal_content(params.get("view"))
+        self._check_external_id(content["external_id"])
+        # Only a successful call spends the trigger, so a bot can fix its view and retry within 3 s.
+        trigger.used = True
+        return {"view": self._view_json(self._add_view(trigger.user_id, content))}
+
+    def _views_update(self, params: dict[str, Any]) -> dict[str, Any]:
+        view_id, external_id = params.get("view_id"), params.get("external_id")
+        if not view_id and not external_id:
+            raise SlackApiFailure(
+                "invalid_arguments", response_metadata=_messages(["either view_id or external_id is required"])
+            )
+        if view_id:
+            stored = self.open_views.get(str(view_id))
+        else:
+            stored = next((v for v in self.open_views.values() if v["external_id"] == external_id), None)
+        if stored is None:
+            raise SlackApiFailure("not_found")
+        if params.get("hash") and params["hash"] != stored["hash"]:
+            raise SlackApiFailure("hash_conflict")
+        content = _modal_content(params.get("view"))
+        if content["external_id"] != stored["external_id"]:
+            self._check_external_id(content["external_id"])
+        self._update_view(stored, content)
+        self._notify()
+        return {"view": self._view_json(stored)}
+
+    def _valid_trigger(self, params: dict[str, Any]) -> _Trigger:
+        trigger_id = params.get("trigger_id") or params.get("interactivity_pointer")
+        trigger = self._triggers.get(str(trigger_id)) if trigger_id else None
+        if trigger is None:
+            raise SlackApiFailure("invalid_trigger_id")
+        if trigger.used:
+            raise SlackApiFailure("exchanged_trigger_id")
+        if self.clock() - trigger.created > TRIGGER_TTL_SECONDS:
+            raise SlackApiFailure("expired_trigger_id")
+        return trigger
+
+    def _check_external_id(self, external_id: str) -> None:
+        if external_id and any(v["external_id"] == external_id for v in self.open_views.values()):
+            raise SlackApiFailure("duplicate_external_id")
+
+    def _add_view(
+        self,
+        user_id: str,
+        content: dict[str, Any],
+        *,
+        root_view_id: str | None = None,
+        previous_view_id: str | None = None,
+    ) -> dict[str, Any]:
+        self._view_seq += 1
+        view_id = f"V{self._view_seq:08d}"
+        stored: dict[str, Any] = {
+            "id": view_id,
+            "team_id": self.team_id,
+            **content,
+            "state": {"values": {}},
+            "hash": self._view_hash(),
+            "previous_view_id": previous_view_id,
+            "root_view_id": root_view_id or view_id,
+            "app_id": API_APP_ID,
+            "app_installed_team_id": self.team_id,
+            "bot_id": BOT_ID,
+            "user_id": user_id,
+            "errors": {},
+            "response_error": None,
+        }
+        self.open_views[view_id] = stored
+        self._notify()
+        return stored
+
+    def _update_view(self, stored: dict[str, Any], content: dict[str, Any]) -> None:
+        # A replacement view that names no external_id keeps the one the view was opened with.
+        stored.update({**content, "external_id": content["external_id"] or stored["external_id"]})
+        stored["hash"] = self._view_hash()
+        stored["errors"] = {}
+        stored["response_error"] = None
+        # Slack keeps what the user typed in inputs that survive the update (same block_id, action_id, type).
+        old = stored["state"]["values"]
+        kept: dict[str, dict[str, Any]] = {}
+        for block in content["blocks"]:
+            element = block.get("element") if block.get("type") == "input" else None
+            if isinstance(element, dict):
+                entry = old.get(block["block_id"], {}).get(element.get("action_id"))
+                if entry is not None and entry.get("type") == element.get("type"):
+                    kept[block["block_id"]] = {element["action_id"]: entry}
+        stored["state"] = {"values": kept}
+
+    def _view_hash(self) -> str:
+        return f"{int(self.clock())}.{secrets.token_hex(4)}"
+
+    def _view_json(self, stored: dict[str, Any]) -> dict[str, Any]:
+        """A stored view as Slack's API and payloads show it, without LocalSlack's bookkeeping."""
+        return {k: v for k, v in stored.items() if k not in _VIEW_INTERNAL_KEYS}
+
+    def _user_view(self, user_id: str, view_id: str) -> dict[str, Any]:
+        stored = self.open_views.get(view_id)
+        if stored is None or stored["user_id"] != user_id:
+            open_ids = [v["id"] for v in self.user_views(user_id)]
+            raise ValueError(f"view {view_id!r} is not open for {user_id}; open: {open_ids}")
+        return stored
+
+    def _apply_view_response(self, stored: dict[str, Any], response: httpx.Response) -> None:
+        """What Slack does with the bot's answer to a view_submission (docs: modals, "Responding to submissions")."""
+        if stored["id"] not in self.open_views:
+            return  # closed meanwhile
+        user_id = stored["user_id"]
+        body = response.content.strip()
+        answer = _parse_response_body(body, "application/json")  # {} unless a JSON object
+        action = answer.get("response_action")
+        problem: str
+        if response.status_code != 200:
+            problem = f"HTTP {response.status_code}"
+        elif not body:
+            del self.open_views[stored["id"]]
+            return
+        elif action == "errors":
+            errors = answer.get("errors")
+            inputs = {b["block_id"] for b in stored["blocks"] if b.get("type") == "input"}
+            if (
+                isinstance(errors, dict)
+                and errors
+                and all(k in inputs and isinstance(m, str) for k, m in errors.items())
+            ):
+                stored["errors"] = dict(errors)
+                stored["response_error"] = None
+                return
+            problem = f"errors must map input block_ids of the view {sorted(inputs)} to messages: {errors!r}"
+        elif action == "clear":
+            for view_id in [v["id"] for v in self.user_views(user_id)]:
+                del self.open_views[view_id]
+            return
+        elif action in ("update", "push"):
+            try:
+                content = _modal_content(answer.get("view"))
+            except SlackApiFailure as failed:
+                problem = f"invalid view: {failed.extra.get('response_metadata', {}).get('messages', failed.error)}"
+            else:
+                if action == "update":
+                    self._update_view(stored, content)
+                    return
+                if (
+                    len([v for v in self.user_views(user_id) if v["root_view_id"] == stored["root_view_id"]])
+                    < VIEW_STACK_MAX
+                ):
+                    self._add_view(user_id, content, root_view_id=stored["root_view_id"], previous_view_id=stored["id"])
+                    return
+                problem = "push_limit_reached"
+        else:
+            problem = f"unexpected response body {response.text[:200]!r}"
+        # Slack keeps the modal open and shows a generic connection error; say what was wrong here.
+        stored["response_error"] = problem
+        logger.warning("view_submission answer for %s not accepted: %s", stored["id"], problem)
 
     def _user_json(self, user_id: str) -> dict[str, Any]:
         name = self.bot_name if user_id == self.bot_user_id else self.users[user_id]
@@ -884,6 +1184,7 @@ class LocalSlack:
             "dm": self._dm_id(user_id) if user_id in self.users else None,
             "messages": messages,
             "home": self.home_views.get(user_id),
+            "modals": [dict(v) for v in self.user_views(user_id)],  # bottom to top, with errors
         }
 
     async def _handle_console_state(self, request: Request) -> Response:
@@ -940,6 +1241,36 @@ class LocalSlack:
             return JSONResponse({"status": 400, "error": str(error)}, 400)
         except (httpx.HTTPError, RuntimeError) as error:
             return JSONResponse({"status": 502, "error": f"could not reach the bot: {error!r}"}, 502)
+        return JSONResponse({"status": response.status_code, "body": response.text[:500]})
+
+    async def _handle_console_view_submit(self, request: Request) -> Response:
+        data = await _json_object(request)
+        raw = data.get("values") or {}
+        if not isinstance(raw, dict) or not all(isinstance(v, dict) for v in raw.values()):
+            return JSONResponse({"status": 400, "error": "values must be {block_id: {action_id: text}}"}, 400)
+        values = {str(b): {str(a): str(t) for a, t in typed.items() if t is not None} for b, typed in raw.items()}
+        try:
+            response = await self.submit_view(
+                user_id=str(data.get("user_id") or ""), view_id=str(data.get("view_id") or ""), values=values
+            )
+        except ValueError as error:
+            return JSONResponse({"status": 400, "error": str(error)}, 400)
+        except (httpx.HTTPError, RuntimeError) as error:
+            return JSONResponse({"status": 502, "error": f"could not reach the bot: {error!r}"}, 502)
+        return JSONResponse({"status": response.status_code, "body": response.text[:500]})
+
+    async def _handle_console_view_close(self, request: Request) -> Response:
+        data = await _json_object(request)
+        try:
+            response = await self.close_view(
+                user_id=str(data.get("user_id") or ""), view_id=str(data.get("view_id") or "")
+            )
+        except ValueError as error:
+            return JSONResponse({"status": 400, "error": str(error)}, 400)
+        except (httpx.HTTPError, RuntimeError) as error:
+            return JSONResponse({"status": 502, "error": f"could not reach the bot: {error!r}"}, 502)
+        if response is None:  # no view_closed sent: nothing for the bot to answer
+            return JSONResponse({"status": 200, "body": ""})
         return JSONResponse({"status": response.status_code, "body": response.text[:500]})
 
     @contextlib.asynccontextmanager
@@ -1077,10 +1408,170 @@ def _block_errors(blocks: list[dict[str, Any]], *, limit: int) -> list[str]:
                 "must have 1-10 elements",
                 f"{at}/elements",
             )
+        elif kind == "input":
+            check(0 < len(_text_of(block.get("label"))) <= 2000, "must be 1-2000 characters", f"{at}/label/text")
+            element = block.get("element")
+            if isinstance(element, dict) and isinstance(element.get("type"), str):
+                errors.extend(_element_errors(element, f"{at}/element"))
+            else:
+                errors.append(f"missing required field: element [json-pointer:{at}]")
         elif kind == "image":
             check(bool(block.get("image_url") or block.get("slack_file")), "missing image_url", at)
             check(bool(block.get("alt_text")), "missing required field: alt_text", at)
     return errors
+
+
+def _messages(errors: list[str]) -> dict[str, list[str]]:
+    """Slack's `response_metadata` for invalid_arguments: one "[ERROR] ..." line per problem."""
+    return {"messages": [f"[ERROR] {e}" for e in errors]}
+
+
+def _modal_content(value: Any) -> dict[str, Any]:
+    """The fields of a modal view object as Slack keeps them, or invalid_arguments with Slack's messages."""
+    view = _parse_json_value(value)
+    if not isinstance(view, dict):
+        problem = "missing required field: view" if value is None else "must be a JSON object [json-pointer:/view]"
+        raise SlackApiFailure("invalid_arguments", response_metadata=_messages([problem]))
+    errors = _modal_errors(view)
+    if errors:
+        raise SlackApiFailure("invalid_arguments", response_metadata=_messages(errors))
+    return {
+        "type": "modal",
+        "title": view["title"],
+        "submit": view.get("submit"),
+        "close": view.get("close"),
+        "blocks": _with_ids(view["blocks"]),
+        "private_metadata": str(view.get("private_metadata") or ""),
+        "callback_id": str(view.get("callback_id") or ""),
+        "external_id": str(view.get("external_id") or ""),
+        "clear_on_close": _truthy(view.get("clear_on_close")),
+        "notify_on_close": _truthy(view.get("notify_on_close")),
+    }
+
+
+def _modal_errors(view: dict[str, Any]) -> list[str]:
+    """What Slack rejects in a modal view object (limits from the view reference), json-pointers under /view."""
+    errors: list[str] = []
+    if view.get("type") != "modal":
+        errors.append("must be modal [json-pointer:/view/type]")
+    for key, required in (("title", True), ("submit", False), ("close", False)):
+        text = view.get(key)
+        if text is None:
+            if required:
+                errors.append(f"missing required field: {key} [json-pointer:/view]")
+        elif not isinstance(text, dict) or text.get("type") != "plain_text":
+            errors.append(f"must be a plain_text text object [json-pointer:/view/{key}]")
+        elif not 0 < len(_text_of(text)) <= MODAL_TEXT_MAX:
+            errors.append(f"must be 1-{MODAL_TEXT_MAX} characters [json-pointer:/view/{key}/text]")
+    for key, limit in (
+        ("callback_id", VIEW_ID_FIELD_MAX),
+        ("external_id", VIEW_ID_FIELD_MAX),
+        ("private_metadata", PRIVATE_METADATA_MAX),
+    ):
+        if len(str(view.get(key) or "")) > limit:
+            errors.append(f"must be less than {limit + 1} characters [json-pointer:/view/{key}]")
+    blocks = view.get("blocks")
+    if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
+        errors.append("missing required field: blocks [json-pointer:/view]")
+        return errors
+    errors.extend(
+        e.replace("[json-pointer:/blocks", "[json-pointer:/view/blocks")
+        for e in _block_errors(blocks, limit=MODAL_BLOCKS_MAX)
+    )
+    seen: set[str] = set()
+    for i, block in enumerate(blocks):
+        if "block_id" in block:
+            if str(block["block_id"]) in seen:
+                errors.append(f"duplicate block_id [json-pointer:/view/blocks/{i}/block_id]")
+            seen.add(str(block["block_id"]))
+    if view.get("submit") is None and any(b.get("type") == "input" for b in blocks):
+        errors.append("must provide submit when the view has input blocks [json-pointer:/view/submit]")
+    return errors
+
+
+def _with_ids(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Blocks as Slack returns them: every block has a block_id and every input element an action_id.
+
+    Slack makes up random ids; these are derived from the content instead, so tests are repeatable and an
+    unchanged block in the same place keeps its id (and what was typed in it) across views.update.
+    """
+
+    def derived(index: int, obj: dict[str, Any]) -> str:
+        return hashlib.sha1(json.dumps([index, obj], sort_keys=True).encode()).hexdigest()[:5]
+
+    result = []
+    for index, block in enumerate(blocks):
+        block = dict(block)
+        block.setdefault("block_id", derived(index, block))
+        element = block.get("element")
+        if block.get("type") == "input" and isinstance(element, dict) and "action_id" not in element:
+            block["element"] = {**element, "action_id": derived(index, element)}
+        result.append(block)
+    return result
+
+
+def _submission_state(
+    blocks: list[dict[str, Any]], values: Mapping[str, Mapping[str, str]]
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """`view.state.values` after the user typed `values` into the view's input blocks, shaped as Slack does:
+    {block_id: {action_id: {"type": "plain_text_input", "value": "..."}}}, with every input present
+    (untouched ones keep their initial value, or null)."""
+    inputs = {
+        str(b["block_id"]): b["element"]
+        for b in blocks
+        if b.get("type") == "input" and isinstance(b.get("element"), dict)
+    }
+    for block_id, by_action in values.items():
+        for action_id in by_action:
+            element = inputs.get(block_id)
+            if element is None or element.get("action_id") != action_id:
+                raise ValueError(f"no input element {block_id}/{action_id} in the view; inputs: {_input_ids(inputs)}")
+    state: dict[str, dict[str, dict[str, Any]]] = {}
+    for block in blocks:
+        block_id = str(block.get("block_id"))
+        if block_id not in inputs:
+            continue
+        element = inputs[block_id]
+        kind, action_id = str(element.get("type")), str(element.get("action_id"))
+        typed = values.get(block_id, {}).get(action_id)
+        field_name = _STATE_FIELDS.get(kind)
+        if field_name is None:
+            if typed is not None:
+                raise ValueError(f"{kind} inputs are not emulated (block {block_id})")
+            state[block_id] = {action_id: {"type": kind}}
+            continue
+        value: Any
+        if typed is None:
+            value = element.get("initial_" + field_name.removeprefix("selected_"))
+        elif typed == "":
+            value = None  # Slack sends null for an emptied field, never ""
+        elif field_name == "selected_option":
+            value = _option(element, typed)
+        else:
+            value = typed
+        # Slack's client refuses to submit these, so the bot would never see them.
+        if value is None and not block.get("optional"):
+            raise ValueError(f"input {block_id} is required; Slack would not submit the view without it")
+        if kind == "plain_text_input" and isinstance(value, str):
+            low, high = int(element.get("min_length") or 0), int(element.get("max_length") or 3000)
+            if not low <= len(value) <= high:
+                raise ValueError(f"input {block_id} takes {low}-{high} characters, got {len(value)}")
+        state[block_id] = {action_id: {"type": kind, field_name: value}}
+    return state
+
+
+def _input_ids(inputs: Mapping[str, dict[str, Any]]) -> list[str]:
+    return [f"{block_id}/{element.get('action_id')}" for block_id, element in inputs.items()]
+
+
+def _option(element: dict[str, Any], value: str) -> dict[str, Any]:
+    options = list(element.get("options") or [])
+    for group in element.get("option_groups") or []:
+        options.extend(group.get("options") or [])
+    for option in options:
+        if isinstance(option, dict) and option.get("value") == value:
+            return option
+    raise ValueError(f"no option with value {value!r} in {element.get('action_id')}")
 
 
 def _element_errors(element: Any, at: str) -> list[str]:

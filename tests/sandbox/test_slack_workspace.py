@@ -57,6 +57,38 @@ BUTTONS: list[dict[str, Any]] = [
     },
 ]
 
+MODAL: dict[str, Any] = {
+    "type": "modal",
+    "callback_id": "launch_cluster",
+    "private_metadata": '{"org": "kumo-labs"}',
+    "title": {"type": "plain_text", "text": "Launch a cluster"},
+    "submit": {"type": "plain_text", "text": "Launch"},
+    "close": {"type": "plain_text", "text": "Cancel"},
+    "blocks": [
+        {"type": "section", "text": {"type": "mrkdwn", "text": "Template *hyperpod-p5*"}},
+        {
+            "type": "input",
+            "block_id": "name",
+            "label": {"type": "plain_text", "text": "Cluster name"},
+            "element": {"type": "plain_text_input", "action_id": "name_input"},
+        },
+        {
+            "type": "input",
+            "block_id": "count",
+            "optional": True,
+            "label": {"type": "plain_text", "text": "Nodes"},
+            "element": {"type": "number_text_input", "action_id": "count_input", "initial_value": "2"},
+        },
+        {
+            "type": "input",
+            "block_id": "notes",
+            "optional": True,
+            "label": {"type": "plain_text", "text": "Notes"},
+            "element": {"type": "plain_text_input", "action_id": "notes_input", "multiline": True},
+        },
+    ],
+}
+
 
 @dataclass
 class Receiver:
@@ -482,6 +514,293 @@ async def test_bolt_app_round_trip(slack: LocalSlack, client: AsyncWebClient) ->
         assert bad.status_code == 401
 
 
+# ---------------------------------------------------------------------- modals
+
+
+def trigger_for(slack: LocalSlack, user_id: str = ALICE) -> str:
+    """A fresh trigger_id, as a slash command by `user_id` would carry."""
+    return slack.slash_command_form(user_id=user_id, channel_id=OPS, command="/cluster", text="launch")["trigger_id"]
+
+
+async def test_views_open_returns_the_view_like_slack(slack: LocalSlack, client: AsyncWebClient) -> None:
+    response = await client.views_open(trigger_id=trigger_for(slack), view=MODAL)
+    view = response["view"]
+    assert view["id"].startswith("V")
+    assert (view["type"], view["callback_id"], view["private_metadata"]) == (
+        "modal",
+        "launch_cluster",
+        '{"org": "kumo-labs"}',
+    )
+    assert view["title"] == MODAL["title"]
+    assert view["submit"] == MODAL["submit"]
+    assert view["state"] == {"values": {}}
+    assert view["hash"] and view["root_view_id"] == view["id"] and view["previous_view_id"] is None
+    assert view["notify_on_close"] is False
+    # Slack gives every block a block_id; the ones the app chose are kept.
+    assert [b["block_id"] for b in view["blocks"][1:]] == ["name", "count", "notes"]
+    assert view["blocks"][0]["block_id"]
+    assert not {"user_id", "errors", "response_error"} & set(view)
+
+    stored = slack.open_views[view["id"]]
+    assert stored["user_id"] == ALICE
+    assert slack.user_views(ALICE) == [stored]
+    assert slack.user_views(BOB) == []
+    assert slack.calls[-1].method == "views.open"
+    assert slack.calls[-1].params["trigger_id"]
+
+
+async def test_views_open_trigger_id_rules(slack: LocalSlack, receiver: Receiver, client: AsyncWebClient) -> None:
+    async def fails(trigger_id: str) -> str:
+        with pytest.raises(SlackApiError) as excinfo:
+            await client.views_open(trigger_id=trigger_id, view=MODAL)
+        error: str = excinfo.value.response["error"]
+        return error
+
+    used = trigger_for(slack)
+    await client.views_open(trigger_id=used, view=MODAL)
+    assert await fails(used) == "exchanged_trigger_id"
+    assert await fails("12345.98765.abcd2358fdea") == "invalid_trigger_id"
+
+    now = time.time()
+    slack.clock = lambda: now
+    stale = trigger_for(slack)
+    slack.clock = lambda: now + 3.5
+    assert await fails(stale) == "expired_trigger_id"
+    fresh = trigger_for(slack)
+    slack.clock = lambda: now + 6.0  # 2.5 s after it was issued: still good
+    await client.views_open(trigger_id=fresh, view=MODAL)
+    slack.clock = time.time
+
+    # A click's trigger opens the modal for whoever clicked.
+    posted = await client.chat_postMessage(channel=OPS, text="buttons", blocks=BUTTONS)
+    await slack.click(
+        user_id=BOB, message=await slack.wait_for(lambda m: m.ts == posted["ts"]), action_id="stop_cluster"
+    )
+    opened = await client.views_open(trigger_id=receiver.payload()["trigger_id"], view=MODAL)
+    assert slack.open_views[opened["view"]["id"]]["user_id"] == BOB
+    assert [len(slack.user_views(u)) for u in (ALICE, BOB)] == [2, 1]
+
+
+async def test_views_open_rejects_bad_views(slack: LocalSlack, client: AsyncWebClient) -> None:
+    no_title = {k: v for k, v in MODAL.items() if k != "title"}
+    long_title = {**MODAL, "title": {"type": "plain_text", "text": "Launch a training cluster now"}}
+    cases: list[tuple[dict[str, Any], str]] = [
+        (no_title, "[ERROR] missing required field: title [json-pointer:/view]"),
+        (long_title, "[ERROR] must be 1-24 characters [json-pointer:/view/title/text]"),
+        ({**MODAL, "submit": {"type": "mrkdwn", "text": "Go"}}, "[json-pointer:/view/submit]"),
+        ({**MODAL, "private_metadata": "x" * 3001}, "[json-pointer:/view/private_metadata]"),
+        ({**MODAL, "callback_id": "c" * 256}, "[json-pointer:/view/callback_id]"),
+        ({**MODAL, "blocks": [MODAL["blocks"][0]] * 101}, "no more than 100 items allowed [json-pointer:/view/blocks]"),
+        ({**MODAL, "blocks": [{**MODAL["blocks"][1], "label": None}]}, "[json-pointer:/view/blocks/0/label/text]"),
+        ({k: v for k, v in MODAL.items() if k != "submit"}, "must provide submit"),
+        ({**MODAL, "type": "home"}, "[json-pointer:/view/type]"),
+    ]
+    for view, message in cases:
+        trigger_id = trigger_for(slack)
+        with pytest.raises(SlackApiError) as excinfo:
+            await client.views_open(trigger_id=trigger_id, view=view)
+        assert excinfo.value.response["error"] == "invalid_arguments"
+        messages = excinfo.value.response["response_metadata"]["messages"]
+        assert any(message in m for m in messages), (message, messages)
+        # A rejected view does not spend the trigger.
+        await client.views_open(trigger_id=trigger_id, view=MODAL)
+    assert len(slack.open_views) == len(cases)
+
+
+async def test_views_update_by_id_hash_and_external_id(slack: LocalSlack, client: AsyncWebClient) -> None:
+    opened = (await client.views_open(trigger_id=trigger_for(slack), view={**MODAL, "external_id": "launch-1"}))["view"]
+    changed = {**MODAL, "title": {"type": "plain_text", "text": "Launching..."}, "blocks": MODAL["blocks"][:1]}
+    updated = (await client.views_update(view_id=opened["id"], hash=opened["hash"], view=changed))["view"]
+    assert updated["id"] == opened["id"]
+    assert updated["hash"] != opened["hash"]
+    assert updated["title"]["text"] == "Launching..."
+    assert slack.open_views[opened["id"]]["blocks"] == updated["blocks"]
+
+    with pytest.raises(SlackApiError) as excinfo:
+        await client.views_update(view_id=opened["id"], hash=opened["hash"], view=changed)
+    assert excinfo.value.response["error"] == "hash_conflict"
+    await client.views_update(external_id="launch-1", view={**MODAL, "external_id": "launch-1"})
+    assert len(slack.open_views[opened["id"]]["blocks"]) == 4
+    with pytest.raises(SlackApiError) as excinfo:
+        await client.views_update(view_id="V0NOPE", view=MODAL)
+    assert excinfo.value.response["error"] == "not_found"
+    with pytest.raises(SlackApiError) as excinfo:
+        await client.views_open(trigger_id=trigger_for(slack), view={**MODAL, "external_id": "launch-1"})
+    assert excinfo.value.response["error"] == "duplicate_external_id"
+
+
+async def test_submit_view_payload_is_signed_and_shaped_like_slack(
+    slack: LocalSlack, receiver: Receiver, client: AsyncWebClient
+) -> None:
+    view = (await client.views_open(trigger_id=trigger_for(slack), view=MODAL))["view"]
+    response = await slack.submit_view(user_id=ALICE, view_id=view["id"], values={"name": {"name_input": "demo-2"}})
+    assert response.status_code == 200
+    request = receiver.requests[-1]
+    assert request["valid"] is True
+    assert request["headers"]["content-type"] == "application/x-www-form-urlencoded"
+    payload = receiver.payload()
+    assert payload["type"] == "view_submission"
+    assert payload["user"] == {"id": ALICE, "username": "alice.smith", "name": "alice.smith", "team_id": "T0PITCREW"}
+    assert payload["team"] == {"id": "T0PITCREW", "domain": "pitcrew-local"}
+    assert payload["api_app_id"] and payload["token"] and payload["trigger_id"]
+    assert (payload["response_urls"], payload["is_enterprise_install"], payload["enterprise"]) == ([], False, None)
+    submitted = payload["view"]
+    assert (submitted["id"], submitted["callback_id"], submitted["private_metadata"], submitted["hash"]) == (
+        view["id"],
+        "launch_cluster",
+        '{"org": "kumo-labs"}',
+        view["hash"],
+    )
+    # Every input is present; untouched ones carry their initial value or null.
+    assert submitted["state"]["values"] == {
+        "name": {"name_input": {"type": "plain_text_input", "value": "demo-2"}},
+        "count": {"count_input": {"type": "number_text_input", "value": "2"}},
+        "notes": {"notes_input": {"type": "plain_text_input", "value": None}},
+    }
+    # The submission's trigger can open another modal (e.g. a follow-up view).
+    await client.views_open(trigger_id=payload["trigger_id"], view=MODAL)
+    # An empty 200 closed the submitted view.
+    assert view["id"] not in slack.open_views
+
+
+async def test_submit_view_refuses_what_slack_would_not_send(
+    slack: LocalSlack, receiver: Receiver, client: AsyncWebClient
+) -> None:
+    view_id = (await client.views_open(trigger_id=trigger_for(slack), view=MODAL))["view"]["id"]
+    bad: list[tuple[str, dict[str, dict[str, str]], str]] = [
+        (BOB, {"name": {"name_input": "x"}}, "not open for U0BOB"),
+        (ALICE, {"nope": {"name_input": "x"}}, "no input element nope/name_input"),
+        (ALICE, {"name": {"other": "x"}}, "no input element name/other"),
+        (ALICE, {"notes": {"notes_input": "hi"}}, "input name is required"),
+        (ALICE, {"name": {"name_input": ""}}, "input name is required"),
+    ]
+    for user_id, values, message in bad:
+        with pytest.raises(ValueError, match=message):
+            await slack.submit_view(user_id=user_id, view_id=view_id, values=values)
+    assert receiver.requests == []
+    assert view_id in slack.open_views
+
+
+async def test_errors_response_keeps_the_view_open(
+    slack: LocalSlack, receiver: Receiver, client: AsyncWebClient
+) -> None:
+    view_id = (await client.views_open(trigger_id=trigger_for(slack), view=MODAL))["view"]["id"]
+
+    async def name_taken(_form: dict[str, str]) -> Response:
+        return JSONResponse({"response_action": "errors", "errors": {"name": "demo-1 already exists"}})
+
+    receiver.reply = name_taken
+    await slack.submit_view(user_id=ALICE, view_id=view_id, values={"name": {"name_input": "demo-1"}})
+    stored = slack.open_views[view_id]
+    assert stored["errors"] == {"name": "demo-1 already exists"}
+    # What the user typed stays in the modal.
+    assert stored["state"]["values"]["name"]["name_input"]["value"] == "demo-1"
+
+    async def unknown_block(_form: dict[str, str]) -> Response:
+        return JSONResponse({"response_action": "errors", "errors": {"name_input": "wrong key"}})
+
+    receiver.reply = unknown_block  # Slack only accepts input block_ids here
+    await slack.submit_view(user_id=ALICE, view_id=view_id, values={"name": {"name_input": "demo-1"}})
+    assert "errors must map input block_ids" in stored["response_error"]
+    assert view_id in slack.open_views
+
+    receiver.reply = None  # an empty ack
+    await slack.submit_view(user_id=ALICE, view_id=view_id, values={"name": {"name_input": "demo-2"}})
+    assert view_id not in slack.open_views
+    assert slack.user_views(ALICE) == []
+
+
+async def test_update_push_and_clear_responses(slack: LocalSlack, receiver: Receiver, client: AsyncWebClient) -> None:
+    view_id = (await client.views_open(trigger_id=trigger_for(slack), view=MODAL))["view"]["id"]
+    done = {
+        "type": "modal",
+        "title": {"type": "plain_text", "text": "Launching"},
+        "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": "Started *demo-2*"}}],
+    }
+    answers = iter(
+        [
+            {"response_action": "update", "view": done},
+            {"response_action": "push", "view": {**MODAL, "callback_id": "confirm"}},
+            {"response_action": "clear"},
+        ]
+    )
+
+    async def next_answer(_form: dict[str, str]) -> Response:
+        return JSONResponse(next(answers))
+
+    receiver.reply = next_answer
+    await slack.submit_view(user_id=ALICE, view_id=view_id, values={"name": {"name_input": "demo-2"}})
+    [updated] = slack.user_views(ALICE)
+    assert (updated["id"], updated["title"]["text"], updated["state"]) == (view_id, "Launching", {"values": {}})
+
+    await client.views_update(view_id=view_id, view=MODAL)
+    await slack.submit_view(user_id=ALICE, view_id=view_id, values={"name": {"name_input": "demo-2"}})
+    root, pushed = slack.user_views(ALICE)
+    assert root["id"] == view_id
+    assert (pushed["callback_id"], pushed["previous_view_id"], pushed["root_view_id"]) == ("confirm", view_id, view_id)
+    assert (await slack.wait_for_view(user_id=ALICE))["id"] == pushed["id"]
+
+    await slack.submit_view(user_id=ALICE, view_id=pushed["id"], values={"name": {"name_input": "demo-2"}})
+    assert slack.user_views(ALICE) == []
+
+
+async def test_close_view_notifies_only_when_asked(
+    slack: LocalSlack, receiver: Receiver, client: AsyncWebClient
+) -> None:
+    quiet = (await client.views_open(trigger_id=trigger_for(slack), view=MODAL))["view"]["id"]
+    assert await slack.close_view(user_id=ALICE, view_id=quiet) is None
+    assert receiver.requests == []
+    assert quiet not in slack.open_views
+
+    loud = (await client.views_open(trigger_id=trigger_for(slack), view={**MODAL, "notify_on_close": True}))["view"]
+    response = await slack.close_view(user_id=ALICE, view_id=loud["id"])
+    assert response is not None and response.status_code == 200
+    assert receiver.requests[-1]["valid"] is True
+    payload = receiver.payload()
+    assert (payload["type"], payload["is_cleared"], payload["user"]["id"]) == ("view_closed", False, ALICE)
+    assert (payload["view"]["id"], payload["view"]["callback_id"]) == (loud["id"], "launch_cluster")
+    with pytest.raises(ValueError, match="not open"):
+        await slack.close_view(user_id=ALICE, view_id=loud["id"])
+
+
+async def test_bolt_modal_round_trip(slack: LocalSlack, client: AsyncWebClient) -> None:
+    bolt = AsyncApp(client=client, signing_secret=SECRET)
+    launched: list[tuple[str, str, str]] = []
+
+    @bolt.command("/cluster")
+    async def open_launcher(ack: Any, body: dict[str, Any], client: AsyncWebClient) -> None:
+        await ack()
+        await client.views_open(trigger_id=body["trigger_id"], view=MODAL)
+
+    @bolt.view("launch_cluster")
+    async def launch(ack: Any, body: dict[str, Any], view: dict[str, Any]) -> None:
+        name = view["state"]["values"]["name"]["name_input"]["value"]
+        if name == "demo-1":
+            await ack(response_action="errors", errors={"name": "demo-1 already exists"})
+            return
+        launched.append((body["user"]["id"], name, view["private_metadata"]))
+        await ack()
+
+    handler = AsyncSlackRequestHandler(bolt)
+
+    async def events(request: Request) -> Response:
+        return await handler.handle(request)
+
+    async with serve_asgi(Starlette(routes=[Route("/slack/events", events, methods=["POST"])])) as url:
+        slack.events_url = f"{url}/slack/events"
+        await slack.send_command(user_id=ALICE, channel_id=OPS, command="/cluster", text="launch")
+        modal = await slack.wait_for_view(user_id=ALICE, callback_id="launch_cluster")
+
+        await slack.submit_view(user_id=ALICE, view_id=modal["id"], values={"name": {"name_input": "demo-1"}})
+        assert modal["errors"] == {"name": "demo-1 already exists"}
+        await slack.submit_view(user_id=ALICE, view_id=modal["id"], values={"name": {"name_input": "demo-2"}})
+        assert launched == [(ALICE, "demo-2", '{"org": "kumo-labs"}')]
+        assert slack.user_views(ALICE) == []
+
+    with pytest.raises(TimeoutError, match="no modal"):
+        await slack.wait_for_view(user_id=ALICE, timeout=0.1)
+
+
 # ---------------------------------------------------------------------- waiting, clock
 
 
@@ -546,3 +865,40 @@ async def test_console_page_command_and_action(slack: LocalSlack, receiver: Rece
     assert not_a_command.status_code == 400
     assert action.json()["status"] == 200
     assert receiver.payload()["actions"][0]["value"] == "demo-1"
+
+
+async def test_console_shows_and_drives_modals(slack: LocalSlack, receiver: Receiver, client: AsyncWebClient) -> None:
+    view_id = (await client.views_open(trigger_id=trigger_for(slack), view=MODAL))["view"]["id"]
+
+    async def name_taken(_form: dict[str, str]) -> Response:
+        return JSONResponse({"response_action": "errors", "errors": {"name": "demo-1 already exists"}})
+
+    receiver.reply = name_taken
+    async with httpx.AsyncClient(base_url=slack.base_url) as http:
+        page = await http.get("/")
+        bob = (await http.get("/console/state", params={"user": BOB})).json()
+        submit = await http.post(
+            "/console/view-submit",
+            json={"user_id": ALICE, "view_id": view_id, "values": {"name": {"name_input": "demo-1"}}},
+        )
+        alice = (await http.get("/console/state", params={"user": ALICE})).json()
+        missing = await http.post(
+            "/console/view-submit", json={"user_id": ALICE, "view_id": view_id, "values": {"name": {"name_input": ""}}}
+        )
+        wrong_user = await http.post("/console/view-close", json={"user_id": BOB, "view_id": view_id})
+        close = await http.post("/console/view-close", json={"user_id": ALICE, "view_id": view_id})
+        after = (await http.get("/console/state", params={"user": ALICE})).json()
+    assert 'id="modal-root"' in page.text
+    assert bob["modals"] == []
+    assert submit.json()["status"] == 200
+    assert receiver.payload()["view"]["state"]["values"]["name"]["name_input"]["value"] == "demo-1"
+    [modal] = alice["modals"]
+    assert (modal["id"], modal["title"]["text"], modal["errors"]) == (
+        view_id,
+        "Launch a cluster",
+        {"name": "demo-1 already exists"},
+    )
+    assert missing.status_code == 400 and "required" in missing.json()["error"]
+    assert wrong_user.status_code == 400
+    assert close.json() == {"status": 200, "body": ""}
+    assert after["modals"] == []
