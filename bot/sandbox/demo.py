@@ -32,6 +32,8 @@ def welcome(sandbox: Sandbox) -> blocks.Reply:
         f"`/cluster launch hyperpod-p5 {first.id.split('-')[0]}-new --count 2 "
         f"--param execution_role_arn=arn:aws:iam::{first.aws.account_id}:role/SageMakerHyperPodExecutionRole "
         f"--param lifecycle_s3_uri=s3://sagemaker-{first.id}-lifecycle/base-config/` and press Confirm",
+        f"• as *{sandbox.slack.users[operator]}* in #{first.id}: `/cluster scale kumo-p5-train worker-group-1 34`, "
+        "`/cluster replace kumo-p5-train NODE` (a node id from `/cluster nodes`), `/cluster delete kumo-p5-dev`",
         "• as *guest (no org)*: any command, to see a refusal",
         "• `/cluster help` shows what the chosen user may run.",
     ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from datetime import timedelta
 from logging import Logger
@@ -10,7 +11,7 @@ from typing import Any
 from slack_bolt.context.ack.async_ack import AsyncAck
 
 from bot.access import NOT_A_MEMBER, Action
-from bot.clusters.fleet import describe_error
+from bot.clusters.fleet import OrgClusters, describe_error
 from bot.clusters.hyperpod import GroupNotFound
 from bot.clusters.model import Backend, Cluster
 from bot.clusters.plans import PlanRefused, plan_launch, plan_scale
@@ -277,6 +278,9 @@ async def _scale_plan(services: Services, parsed: ScaleGroup, *, user_id: str, c
     cluster, usage = found, USAGE["scale"]
     objection = None
     change_set: list[str] = []
+    # The org's whole listing is needed only to check the quota of a growing group; on ParallelCluster,
+    # where the current count is known only from the configuration, it is fetched alongside it.
+    listing_task: asyncio.Task[list[OrgClusters]] | None = None
     if cluster.backend is Backend.HYPERPOD:
         group = next((g for g in cluster.groups if g.name == parsed.group), None)
         if group is None:
@@ -284,25 +288,26 @@ async def _scale_plan(services: Services, parsed: ScaleGroup, *, user_id: str, c
             return _invalid(f"`{cluster.name}` has no instance group `{parsed.group}`; its groups: {names}.", usage)
         before, instance_type = (group.target if group.target is not None else group.current), group.instance_type
     else:
+        listing_task = asyncio.create_task(services.fleet.list_orgs([cluster.org]))
         try:
             resize, change_set, objection = await services.fleet.plan_queue_resize(
                 cluster.org, cluster.name, group=parsed.group, count=parsed.count
             )
-        except GroupNotFound as error:
-            return _invalid(str(error), usage, cluster.org)
         except Exception as error:
+            await listing_task  # not cancelled: a listing in flight may be shared with another command
+            if isinstance(error, GroupNotFound):
+                return _invalid(str(error), usage, cluster.org)
             reason = describe_error(error)
-            return Answer(
-                blocks.problem(f"Could not read `{cluster.ref}`'s configuration: {reason}"),
-                Outcome.FAILED,
-                cluster.org,
-                reason,
-            )
+            problem = blocks.problem(f"Could not read `{cluster.ref}`'s configuration: {reason}")
+            return Answer(problem, Outcome.FAILED, cluster.org, reason)
         before, instance_type = resize.before, resize.instance_type
-    (listing,) = await services.fleet.list_orgs([cluster.org])
-    if listing.errors and before < parsed.count:
-        reason = "Cannot check the quota: " + "; ".join(listing.errors)
-        return Answer(blocks.problem(reason), Outcome.FAILED, cluster.org, reason)
+    held: list[Cluster] = []
+    if parsed.count > before or listing_task is not None:
+        (listing,) = await (listing_task or services.fleet.list_orgs([cluster.org]))
+        if listing.errors and parsed.count > before:
+            reason = "Cannot check the quota: " + "; ".join(listing.errors)
+            return Answer(blocks.problem(reason), Outcome.FAILED, cluster.org, reason)
+        held = listing.clusters
     org = services.program.org(cluster.org)
     if org is None:  # found in AWS but gone from the program file since the listing
         return Answer(blocks.refusal(NOT_A_MEMBER), Outcome.REFUSED, cluster.org, "org not in the program")
@@ -314,7 +319,7 @@ async def _scale_plan(services: Services, parsed: ScaleGroup, *, user_id: str, c
             instance_type=instance_type,
             before=before,
             after=parsed.count,
-            clusters=listing.clusters,
+            clusters=held,
             prices=services.templates.prices,
             change_set=change_set,
         )
