@@ -24,8 +24,11 @@ from bot.config import OrgConfig
 REFRESH_BEFORE_EXPIRY = 300.0  # seconds; re-assume a role this long before its credentials expire
 SESSION_SECONDS = 3600
 
+MAX_ATTEMPTS = 3  # retries after the first try (botocore Config counts them so: 4 attempts in all)
+# Adaptive mode adds a client-side rate limiter on top of standard retries: a sweep over many clusters that
+# meets ThrottlingException slows itself down instead of spending its attempts (HyperPod publishes no TPS).
 CLIENT_CONFIG = Config(
-    retries={"mode": "standard", "max_attempts": 3},
+    retries={"mode": "adaptive", "max_attempts": MAX_ATTEMPTS},
     connect_timeout=5,
     read_timeout=20,
     max_pool_connections=20,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -21,6 +23,55 @@ PAGE_SIZE = 100  # the API's maximum; fewer round trips for big clusters
 
 def _missing(error: ClientError) -> bool:
     return error.response.get("Error", {}).get("Code") in ("ResourceNotFound", "ResourceNotFoundException")
+
+
+@dataclass(frozen=True)
+class NodeFailure:
+    node_id: str
+    code: str  # ErrorCode (reboot/replace) or Code (delete) as AWS gave it
+    message: str
+
+
+@dataclass(frozen=True)
+class NodeBatchResult:
+    successful: tuple[str, ...]
+    failed: tuple[NodeFailure, ...]
+    request_ids: tuple[str, ...]  # ResponseMetadata.RequestId of each call (for the audit log)
+
+
+class GroupNotFound(Exception):
+    """A group (HyperPod instance group, ParallelCluster queue or queue/resource) the cluster does not have;
+    str() is a sentence naming it and the groups that exist."""
+
+
+def _request_id(response: dict[str, Any]) -> str:
+    return str(response.get("ResponseMetadata", {}).get("RequestId", ""))
+
+
+def _fit(value: Any, shape: Any) -> Any:
+    """`value` (from an output shape) reduced to what the input `shape` accepts; None when nothing fits.
+
+    Output and input shapes share member names but not always nested shapes (ClusterKubernetesConfigDetails
+    has CurrentLabels/DesiredLabels where ClusterKubernetesConfig has Labels), so structures are filtered
+    member by member, and one left without a required member (or empty) is dropped rather than sent half-made.
+    """
+    if value is None:
+        return None
+    if shape.type_name == "structure":
+        if not isinstance(value, dict):
+            return None
+        fitted = {}
+        for key, member in shape.members.items():
+            if key in value and (item := _fit(value[key], member)) is not None:
+                fitted[key] = item
+        if not fitted or any(key not in fitted for key in shape.required_members):
+            return None
+        return fitted
+    if shape.type_name == "list":
+        if not isinstance(value, list):
+            return None
+        return [item for item in (_fit(element, shape.member) for element in value) if item is not None]
+    return value
 
 
 class HyperPodBackend:
@@ -54,17 +105,101 @@ class HyperPodBackend:
         """create_cluster with the rendered request; its ClusterArn."""
         return str(self._client.create_cluster(**request)["ClusterArn"])
 
+    def scale(self, *, name: str, group: str, count: int) -> str:
+        """UpdateCluster with the group's whole spec as described, at `count` instances; the RequestId.
+
+        The whole spec because UpdateCluster requires ExecutionRole (and the docs do not say what an omitted
+        field does to an existing group), so everything the group has that the input shape accepts is sent back.
+        """
+        described = self._describe(name)
+        if self._check_tag and not self._tagged_ours(described["ClusterArn"]):
+            raise ClusterNotFound(name)
+        groups = described.get("InstanceGroups", [])
+        details = next((g for g in groups if g["InstanceGroupName"] == group), None)
+        if details is None:
+            existing = ", ".join(g["InstanceGroupName"] for g in groups) or "none"
+            raise GroupNotFound(f"Cluster {name} has no instance group {group}; its groups: {existing}.")
+        spec_shape = self._client.meta.service_model.shape_for("ClusterInstanceGroupSpecification")
+        details_shape = self._client.meta.service_model.shape_for("ClusterInstanceGroupDetails")
+        spec: dict[str, Any] = {}
+        for key, member in spec_shape.members.items():
+            if key in details_shape.members and (value := _fit(details.get(key), member)) is not None:
+                spec[key] = value
+        spec["InstanceCount"] = count  # details say TargetCount/CurrentCount; the input says InstanceCount
+        return _request_id(self._client.update_cluster(ClusterName=name, InstanceGroups=[spec]))
+
+    def reboot_nodes(self, *, name: str, node_ids: Sequence[str]) -> NodeBatchResult:
+        """BatchRebootClusterNodes in chunks of the model's maximum; partial failures per node."""
+        return self._node_batches("BatchRebootClusterNodes", self._client.batch_reboot_cluster_nodes, name, node_ids)
+
+    def replace_nodes(self, *, name: str, node_ids: Sequence[str]) -> NodeBatchResult:
+        """BatchReplaceClusterNodes (new hardware, volumes wiped) in chunks of the model's maximum."""
+        return self._node_batches("BatchReplaceClusterNodes", self._client.batch_replace_cluster_nodes, name, node_ids)
+
+    def delete(self, *, name: str) -> str:
+        """DeleteCluster; the RequestId."""
+        self._check_ours(name)
+        try:
+            return _request_id(self._client.delete_cluster(ClusterName=name))
+        except ClientError as error:
+            if _missing(error):
+                raise ClusterNotFound(name) from None
+            raise
+
+    def _node_batches(
+        self, operation: str, call: Callable[..., dict[str, Any]], name: str, node_ids: Sequence[str]
+    ) -> NodeBatchResult:
+        self._check_ours(name)
+        limit = int(
+            self._client.meta.service_model.operation_model(operation).input_shape.members["NodeIds"].metadata["max"]
+        )
+        unique = list(dict.fromkeys(node_ids))  # a repeated id is one node, and would waste a slot in a chunk
+        successful: list[str] = []
+        failed: list[NodeFailure] = []
+        request_ids: list[str] = []
+        for start in range(0, len(unique), limit):
+            chunk = unique[start : start + limit]
+            try:
+                response = call(ClusterName=name, NodeIds=chunk)
+            except ClientError as error:
+                # One chunk refused as a whole (throttled, not found, ...): its nodes failed, the others still run.
+                err = error.response.get("Error", {})
+                code, message = str(err.get("Code", "ClientError")), str(err.get("Message", error))
+                failed += [NodeFailure(node_id, code, message) for node_id in chunk]
+                if rid := _request_id(error.response):
+                    request_ids.append(rid)
+                continue
+            request_ids.append(_request_id(response))
+            successful += response.get("Successful", [])
+            # Partial failure comes in the body of an HTTP 200 (ErrorCode; BatchDeleteClusterNodes says Code).
+            failed += [
+                NodeFailure(
+                    item["NodeId"], str(item.get("ErrorCode") or item.get("Code", "")), str(item.get("Message", ""))
+                )
+                for item in response.get("Failed", [])
+            ]
+        return NodeBatchResult(successful=tuple(successful), failed=tuple(failed), request_ids=tuple(request_ids))
+
+    def _check_ours(self, name: str) -> None:
+        """In a shared account, another org's cluster is not there for this org: never change it."""
+        if self._check_tag and not self._tagged_ours(self._describe(name)["ClusterArn"]):
+            raise ClusterNotFound(name)
+
+    def _describe(self, name: str) -> dict[str, Any]:
+        try:
+            described: dict[str, Any] = self._client.describe_cluster(ClusterName=name)
+        except ClientError as error:
+            if _missing(error):
+                raise ClusterNotFound(name) from None
+            raise
+        return described
+
     def _tagged_ours(self, arn: str) -> bool:
         tags = self._client.list_tags(ResourceArn=arn).get("Tags", [])
         return any(tag["Key"] == ORG_TAG and tag["Value"] == self._org for tag in tags)
 
     def _cluster(self, name: str) -> Cluster:
-        try:
-            described = self._client.describe_cluster(ClusterName=name)
-        except ClientError as error:
-            if _missing(error):
-                raise ClusterNotFound(name) from None
-            raise
+        described = self._describe(name)
         nodes = self._nodes(name)
         groups = tuple(
             InstanceGroup(

@@ -8,8 +8,10 @@ health from EC2 status checks, which the API does not report.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -19,6 +21,7 @@ import yaml
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 
+from bot.clusters.hyperpod import GroupNotFound
 from bot.clusters.model import (
     Backend,
     Cluster,
@@ -37,10 +40,25 @@ _NODE_TYPE_FROM_TAG = {"Compute": "ComputeNode", "": "ComputeNode"}
 EC2_NOTE = "Seen through EC2 tags: this org has no ParallelCluster API, so status and targets are estimates."
 
 
+# An update refusal that stopping the compute fleet clears. ParallelCluster's update_policy.py says "All compute
+# nodes must be stopped" (COMPUTE_FLEET_STOP), "... or QueueUpdateStrategy must be set [to TERMINATE]"
+# (QUEUE_UPDATE_STRATEGY, RESIZE_UPDATE_STRATEGY_ON_REMOVE) and, in older releases, "requires the compute fleet
+# to be stopped first"; the sandbox's emulator words its rules the same way.
+_FLEET_STOP_REFUSAL = re.compile(r"compute (?:nodes|fleet) (?:must|to) be stopped|QueueUpdateStrategy", re.IGNORECASE)
+
+
 class ParallelClusterApiError(Exception):
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, update_errors: tuple[str, ...] = ()) -> None:
         super().__init__(f"ParallelCluster API answered {status}: {message}")
         self.status = status
+        self.update_errors = update_errors  # messages of updateValidationErrors, when an update was refused
+
+    @property
+    def needs_fleet_stop(self) -> bool:
+        """The update was refused only for changes a stopped compute fleet (or QueueUpdateStrategy: TERMINATE)
+        would allow, such as shrinking a queue: stop the fleet and update again. False when any refused change
+        is of another kind (unsupported, say), since stopping the fleet would not get that one through."""
+        return bool(self.update_errors) and all(_FLEET_STOP_REFUSAL.search(error) for error in self.update_errors)
 
 
 def _api_error(response: httpx.Response) -> ParallelClusterApiError:
@@ -49,10 +67,73 @@ def _api_error(response: httpx.Response) -> ParallelClusterApiError:
         content = response.json()
     except ValueError:
         return ParallelClusterApiError(response.status_code, response.text[:200])
+    if not isinstance(content, dict):
+        return ParallelClusterApiError(response.status_code, response.text[:200])
     parts = [str(content.get("message", ""))]
     for key in ("configurationValidationErrors", "validationMessages", "updateValidationErrors"):
         parts += [str(item.get("message", "")) for item in content.get(key, []) or [] if item.get("level") != "INFO"]
-    return ParallelClusterApiError(response.status_code, "; ".join(p for p in parts if p)[:600])
+    update_errors = tuple(str(item.get("message", "")) for item in content.get("updateValidationErrors", []) or [])
+    return ParallelClusterApiError(response.status_code, "; ".join(p for p in parts if p)[:600], update_errors)
+
+
+@dataclass(frozen=True)
+class QueueResize:
+    configuration: str  # the new whole YAML
+    queue: str
+    compute_resource: str
+    instance_type: str
+    before: int  # the resource's MinCount before
+    after: int  # the new count
+
+
+def resize_queue(configuration: str, *, group: str, count: int) -> QueueResize:
+    """The configuration with one compute resource at MinCount = MaxCount = count.
+
+    `group` is a Slurm queue with one compute resource, or QUEUE/RESOURCE. Static nodes only (Min = Max), as the
+    reference architectures run them: dynamic nodes would let Slurm launch past the count the org's quota allowed.
+    Everything else is kept as it was (key order too); comments in the YAML do not survive.
+    """
+    if count < 0:
+        raise ValueError(f"a node count is 0 or more, not {count}")
+    config = yaml.safe_load(configuration)
+    if not isinstance(config, dict):
+        raise ValueError("the cluster configuration is not a YAML mapping")
+    queue_name, _, resource_name = group.partition("/")
+    queues = (config.get("Scheduling") or {}).get("SlurmQueues") or []
+    queue = next((q for q in queues if isinstance(q, dict) and q.get("Name") == queue_name), None)
+    if queue is None:
+        names = ", ".join(str(q.get("Name")) for q in queues if isinstance(q, dict)) or "none"
+        raise GroupNotFound(f"The cluster has no Slurm queue {queue_name}; its queues: {names}.")
+    resources = [r for r in queue.get("ComputeResources") or [] if isinstance(r, dict)]
+    choices = ", ".join(f"{queue_name}/{r.get('Name')}" for r in resources) or "none"
+    if not resources:
+        raise GroupNotFound(f"Queue {queue_name} has no compute resources.")
+    if not resource_name:
+        if len(resources) != 1:
+            raise GroupNotFound(
+                f"Queue {queue_name} has {len(resources)} compute resources; name one of them: {choices}."
+            )
+        resource = resources[0]
+    else:
+        found = next((r for r in resources if r.get("Name") == resource_name), None)
+        if found is None:
+            raise GroupNotFound(
+                f"Queue {queue_name} has no compute resource {resource_name}; its resources: {choices}."
+            )
+        resource = found
+    before = int(resource.get("MinCount", 0) or 0)
+    resource["MinCount"] = resource["MaxCount"] = count
+    instance_type = resource.get("InstanceType") or next(
+        (entry.get("InstanceType") for entry in resource.get("Instances", []) or [] if isinstance(entry, dict)), ""
+    )
+    return QueueResize(
+        configuration=str(yaml.safe_dump(config, sort_keys=False)),
+        queue=queue_name,
+        compute_resource=str(resource.get("Name", "")),
+        instance_type=str(instance_type or ""),
+        before=before,
+        after=count,
+    )
 
 
 def _group_name(node_type: str, queue: str | None) -> str:
@@ -138,6 +219,78 @@ class ParallelClusterApiBackend:
         if created.status_code != 202:
             raise _api_error(created)
 
+    def configuration(self, name: str) -> str:
+        """The cluster's current configuration YAML, from DescribeCluster's clusterConfiguration.url."""
+        return self._configuration_text(self._described(name), name)
+
+    def _described(self, name: str) -> dict[str, Any]:
+        """DescribeCluster; ClusterNotFound when it is missing or, in a shared account, another org's."""
+        response = self._send("GET", f"/v3/clusters/{quote(name, safe='')}")
+        if response.status_code == 404:
+            raise ClusterNotFound(name)
+        if response.status_code >= 400:
+            raise _api_error(response)
+        described: dict[str, Any] = response.json()
+        tags = {tag["key"]: tag["value"] for tag in described.get("tags", [])}
+        if self._check_tag and tags.get(ORG_TAG) != self._org:
+            raise ClusterNotFound(name)
+        return described
+
+    def _check_ours(self, name: str) -> None:
+        # Where orgs share an account, a change must never reach another org's cluster.
+        if self._check_tag:
+            self._described(name)
+
+    def _configuration_text(self, described: dict[str, Any], name: str) -> str:
+        url = described.get("clusterConfiguration", {}).get("url")
+        if not url:
+            raise ParallelClusterApiError(200, f"DescribeCluster of {name} gave no clusterConfiguration.url")
+        response = self._http.get(url)  # a presigned S3 URL: no signing
+        if response.status_code != 200:
+            raise ParallelClusterApiError(response.status_code, f"the configuration of {name}: {response.text[:200]}")
+        return response.text
+
+    def update(self, *, name: str, configuration: str, dryrun_only: bool = False) -> list[dict[str, Any]]:
+        """PUT /v3/clusters/{name} with the whole new YAML, first as a dry run; the changeSet.
+
+        A refusal raises ParallelClusterApiError with update_errors; needs_fleet_stop tells a shrink refused
+        while the compute fleet runs from the rest. dryrun_only: stop after the dry run (its changeSet).
+        """
+        self._check_ours(name)
+        path = f"/v3/clusters/{quote(name, safe='')}"
+        body = {"clusterConfiguration": configuration}
+        dry = self._send("PUT", path, {"dryrun": "true"}, body)
+        if dry.status_code == 404:
+            raise ClusterNotFound(name)
+        if dry.status_code != 412:  # the API answers a dry run that would succeed with 412
+            raise _api_error(dry)
+        if dryrun_only:
+            return list(dry.json().get("changeSet", []) or [])
+        updated = self._send("PUT", path, None, body)
+        if updated.status_code == 404:
+            raise ClusterNotFound(name)
+        if updated.status_code != 202:
+            raise _api_error(updated)
+        return list(updated.json().get("changeSet", []) or [])
+
+    def set_compute_fleet(self, *, name: str, status: str) -> None:
+        """PATCH the compute fleet: START_REQUESTED or STOP_REQUESTED (Slurm)."""
+        self._check_ours(name)
+        response = self._send("PATCH", f"/v3/clusters/{quote(name, safe='')}/computefleet", None, {"status": status})
+        if response.status_code == 404:
+            raise ClusterNotFound(name)
+        if not 200 <= response.status_code < 300:
+            raise _api_error(response)
+
+    def delete(self, *, name: str) -> None:
+        """DELETE /v3/clusters/{name}: 202, the cluster goes DELETE_IN_PROGRESS."""
+        self._check_ours(name)
+        response = self._send("DELETE", f"/v3/clusters/{quote(name, safe='')}")
+        if response.status_code == 404:
+            raise ClusterNotFound(name)
+        if response.status_code != 202:
+            raise _api_error(response)
+
     def _paged(self, path: str, key: str, params: dict[str, str] | None = None) -> Iterator[dict[str, Any]]:
         token: str | None = None
         while True:
@@ -158,10 +311,7 @@ class ParallelClusterApiBackend:
         return sorted(clusters, key=lambda cluster: cluster.name)
 
     def get_cluster(self, name: str) -> Cluster:
-        described = self._get(f"/v3/clusters/{quote(name, safe='')}")
-        tags = {tag["key"]: tag["value"] for tag in described.get("tags", [])}
-        if self._check_tag and tags.get(ORG_TAG) != self._org:
-            raise ClusterNotFound(name)
+        described = self._described(name)
         instances = list(self._paged(f"/v3/clusters/{quote(name, safe='')}/instances", "instances"))
         impaired = _impaired(self._ec2, [item["instanceId"] for item in instances]) if instances else set()
         nodes = tuple(
@@ -196,15 +346,12 @@ class ParallelClusterApiBackend:
 
     def _targets(self, described: dict[str, Any]) -> dict[tuple[str, str], int]:
         """Static node counts (MinCount) per queue and type, from the cluster's stored configuration."""
-        url = described.get("clusterConfiguration", {}).get("url")
-        if not url:
-            return {}
         try:
-            response = self._http.get(url)  # a presigned S3 URL: no signing
-            response.raise_for_status()
-            config = yaml.safe_load(response.text) or {}
-        except (httpx.HTTPError, yaml.YAMLError):
+            config = yaml.safe_load(self._configuration_text(described, described.get("clusterName", ""))) or {}
+        except (httpx.HTTPError, yaml.YAMLError, ParallelClusterApiError):
             return {}  # targets are a nicety; the node list is what matters
+        if not isinstance(config, dict):
+            return {}
         targets: dict[tuple[str, str], int] = defaultdict(int)
         for queue in config.get("Scheduling", {}).get("SlurmQueues", []) or []:
             for resource in queue.get("ComputeResources", []) or []:

@@ -68,7 +68,10 @@ def judge(kind: Kind, request: dict[str, Any], cluster: Cluster | None, watch: W
     if kind is Kind.DELETE:
         return Verdict(State.DONE if cluster.status == "DELETE_COMPLETE" else State.GOING, "the cluster is gone")
     if kind is Kind.STOP_FLEET:
-        return Verdict(State.DONE if cluster.extra.get("compute_fleet") == "STOPPED" else State.GOING)
+        if cluster.extra.get("compute_fleet") != "STOPPED":
+            return Verdict(State.GOING)
+        then = request.get("then")
+        return Verdict(State.DONE, f"the compute fleet is stopped; now run `{then}` again" if then else "")
     if kind is Kind.SCALE:
         return _scaled(request, cluster)
     return _nodes_back(kind, request, cluster, watch)

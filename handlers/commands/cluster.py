@@ -333,7 +333,7 @@ async def _scale_plan(services: Services, parsed: ScaleGroup, *, user_id: str, c
             )
         stop_id = None
         if not parsed.dry_run:
-            then = {"then": f"scale {parsed.group} {parsed.count}"}
+            then = {"then": f"/cluster scale {cluster.name} {parsed.group} {parsed.count}"}
             stop_id = await _propose(services, Kind.STOP_FLEET, cluster, then, user_id=user_id, channel_id=channel_id)
         reply = blocks.fleet_stop_offer(
             cluster, group=parsed.group, count=parsed.count, reasons=objection.update_errors, operation_id=stop_id
