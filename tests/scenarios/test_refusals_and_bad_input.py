@@ -64,7 +64,11 @@ BAD_INPUT = [
     'status "unclosed',
     "status <!channel>",
     "status ../../etc/passwd",
-    "delete kumo-p5-train",
+    "delete kumo-p5-train kumo-p5-dev",
+    "scale kumo-p5-train worker-group-1 lots",
+    "scale kumo-p5-train no-such-group 4",
+    "replace kumo-p5-train node-1",
+    "reboot kumo-p5-train i-0123456789abcdef0",
     "launch hyperpod-p5 big --count 999",
 ]
 
