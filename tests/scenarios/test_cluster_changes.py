@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from bot.clusters.hyperpod import HyperPodBackend
 from bot.sandbox.moto_support import hyperpod_progress, reset_moto_server, set_hyperpod_node_status
 from bot.sandbox.slack_workspace import Message
 from bot.sandbox.world import Sandbox
@@ -77,10 +78,12 @@ async def finished(world: Sandbox, starts: str, *, after: int = 0) -> Message:
     """The progress message starting with `starts`, posted after the first `after` messages, once it ends."""
     newer = world.slack.messages[after:]
     return await world.slack.wait_for(
-        lambda m: m.kind == "message"
-        and m.text.startswith(starts)
-        and ("Done:" in m.text or "Failed:" in m.text)
-        and (m in newer or m in world.slack.messages[after:]),
+        lambda m: (
+            m.kind == "message"
+            and m.text.startswith(starts)
+            and ("Done:" in m.text or "Failed:" in m.text)
+            and (m in newer or m in world.slack.messages[after:])
+        ),
         timeout=30,
     )
 
@@ -242,3 +245,22 @@ async def test_delete_needs_the_typed_name(world: Sandbox, seeded_aws: SeededAws
         ("operation_confirm", "allowed"),
         ("delete", "done"),
     ]
+
+
+async def test_an_aws_refusal_at_confirm_is_one_clear_message_and_audited(
+    world: Sandbox, seeded_aws: SeededAws
+) -> None:
+    planned = await ask(world, user=ALICE, channel=KUMO, text=f"scale {TRAIN} {WORKERS} 33")
+    # Between plan and Confirm, someone changes the cluster outside Pitcrew: it is Updating for a while.
+    with hyperpod_progress(60):
+        HyperPodBackend(org_id="kumo-labs", sagemaker=sagemaker(seeded_aws)).scale(name=TRAIN, group=WORKERS, count=31)
+    failed = await confirm_and_wait(world, planned, f"Scaling kumo-labs/{TRAIN}")
+    assert "Failed: AWS refused: AWS said ConflictException" in failed.text
+    assert "wait until it is InService" in failed.text and "Traceback" not in body(failed)
+    plan_now = await world.slack.wait_for(lambda m: m.ts == planned.ts and "failed" in m.text)
+    assert "The scale of `kumo-p5-train` failed" in plan_now.text, "the plan is replaced: no button to press again"
+    assert "operation_confirm" not in str(plan_now.blocks)
+    await world.pitcrew.services.drain()
+    async with world.pitcrew.services.db.session() as session:
+        (last, *_) = await crud.audit_entries(session, org_id="kumo-labs")
+    assert (last.command, last.outcome) == ("scale", "failed") and "(request " in last.detail

@@ -144,3 +144,8 @@ async def test_an_operation_is_claimed_exactly_once(db: Database) -> None:
         running = await crud.operations_with_status(session, status="running")
     assert stored is not None and stored.status == "running" and stored.request == {"ClusterName": "c"}
     assert [op.id for op in running] == ["op1"]
+    async with db.session() as session:
+        on_cluster = await crud.running_operation(session, org_id="kumo-labs", backend="hyperpod", cluster_name="c")
+        elsewhere = await crud.running_operation(session, org_id="kumo-labs", backend="pcluster", cluster_name="c")
+    assert on_cluster is not None and on_cluster.id == "op1", "the running change of a cluster is found"
+    assert elsewhere is None, "a same-named cluster on the other backend is another cluster"
