@@ -574,12 +574,8 @@ def delete_modal(operation: Any, *, private_metadata: str) -> dict[str, Any]:
             {
                 "type": "input",
                 "block_id": DELETE_NAME_BLOCK,
-                "label": {"type": "plain_text", "text": "Type the cluster's name to confirm"},
-                "element": {
-                    "type": "plain_text_input",
-                    "action_id": DELETE_NAME_INPUT,
-                    "placeholder": {"type": "plain_text", "text": operation.cluster_name[:150]},
-                },
+                "label": {"type": "plain_text", "text": f"Type {operation.cluster_name} to confirm"},
+                "element": {"type": "plain_text_input", "action_id": DELETE_NAME_INPUT},
             },
         ],
     }

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.clusters.model import Backend, Cluster, Health, Node
-from bot.clusters.plans import PlanRefused, held_instances, plan_launch, plan_scale, quota_lines
+from bot.clusters.plans import PlanRefused, ScalePlan, held_instances, plan_launch, plan_scale, quota_lines
 from bot.clusters.templates import TemplateSet, load_templates
 from bot.config import OrgConfig
 
@@ -105,18 +105,22 @@ def test_plan_refusals(templates: TemplateSet, name: str, count: int, message: s
     assert message in str(refused.value) and str(refused.value)
 
 
-def test_scale_up_counts_quota_across_backends_and_prices_the_change(templates: TemplateSet) -> None:
-    held = [cluster("a", Backend.HYPERPOD, "ml.p5.48xlarge", 4), cluster("b", Backend.PCLUSTER, "p5.48xlarge", 2)]
-    plan = plan_scale(
+def scale(held: list[Cluster], before: int, after: int, templates: TemplateSet) -> ScalePlan:
+    return plan_scale(
         org=ORG,
         cluster=held[0],
         group="g",
         instance_type="ml.p5.48xlarge",
-        before=4,
-        after=8,
+        before=before,
+        after=after,
         clusters=held,
         prices=templates.prices,
     )
+
+
+def test_scale_up_counts_quota_across_backends_and_prices_the_change(templates: TemplateSet) -> None:
+    held = [cluster("a", Backend.HYPERPOD, "ml.p5.48xlarge", 4), cluster("b", Backend.PCLUSTER, "p5.48xlarge", 2)]
+    plan = scale(held, 4, 8, templates)
     assert plan.growing
     (line,) = plan.quota
     assert (line.instance_type, line.held, line.requested, line.after, line.allowed) == ("p5.48xlarge", 6, 4, 10, 10)
@@ -125,47 +129,18 @@ def test_scale_up_counts_quota_across_backends_and_prices_the_change(templates: 
 
 
 def test_scale_over_quota_is_refused_with_the_numbers(templates: TemplateSet) -> None:
-    held = [cluster("a", Backend.HYPERPOD, "ml.p5.48xlarge", 8)]
     with pytest.raises(PlanRefused) as refused:
-        plan_scale(
-            org=ORG,
-            cluster=held[0],
-            group="g",
-            instance_type="ml.p5.48xlarge",
-            before=8,
-            after=11,
-            clusters=held,
-            prices=templates.prices,
-        )
+        scale([cluster("a", Backend.HYPERPOD, "ml.p5.48xlarge", 8)], 8, 11, templates)
     assert "held 8, requested 3 more, allowed 10" in str(refused.value)
 
 
 def test_scale_down_needs_no_quota_and_saves_money(templates: TemplateSet) -> None:
-    held = [cluster("a", Backend.HYPERPOD, "ml.p5.48xlarge", 12)]  # over quota already: shrinking is still fine
-    plan = plan_scale(
-        org=ORG,
-        cluster=held[0],
-        group="g",
-        instance_type="ml.p5.48xlarge",
-        before=12,
-        after=2,
-        clusters=held,
-        prices=templates.prices,
-    )
+    # Over quota already (12 of 10): shrinking is still fine.
+    plan = scale([cluster("a", Backend.HYPERPOD, "ml.p5.48xlarge", 12)], 12, 2, templates)
     assert not plan.growing and plan.quota == ()
     assert plan.cost_change is not None and plan.cost_change < 0
 
 
 def test_scale_to_the_same_count_is_refused(templates: TemplateSet) -> None:
-    held = [cluster("a", Backend.HYPERPOD, "ml.p5.48xlarge", 4)]
     with pytest.raises(PlanRefused, match="already set to 4 nodes"):
-        plan_scale(
-            org=ORG,
-            cluster=held[0],
-            group="g",
-            instance_type="ml.p5.48xlarge",
-            before=4,
-            after=4,
-            clusters=held,
-            prices=templates.prices,
-        )
+        scale([cluster("a", Backend.HYPERPOD, "ml.p5.48xlarge", 4)], 4, 4, templates)
