@@ -472,7 +472,8 @@ def fleet_stop_offer(
     cluster: Cluster, *, group: str, count: int, reasons: Sequence[str], operation_id: str | None
 ) -> Reply:
     """ParallelCluster will not shrink a running fleet: the two ways out, the first one as a button."""
-    why = "\n".join(f"• {escape(reason)[:400]}" for reason in reasons[:5]) or "• (no reason given)"
+    unique = list(dict.fromkeys(reasons))[:5]  # one message per refused parameter: often the same words twice
+    why = "\n".join(f"• {escape(_clip(reason, 600))}" for reason in unique) or "• (no reason given)"
     text = (
         f"ParallelCluster will not shrink `{cluster.ref}` while its compute fleet is running. Two ways:\n"
         f"1. *Stop the compute fleet* (every compute node stops, and running jobs with it), then run "
