@@ -131,12 +131,19 @@ class Operations:
         decision = self.access.decide(user_id=user_id, action=Action.OPERATE, org_id=operation.org_id)
         return None if decision.allowed else decision.reason
 
-    async def confirm(self, operation_id: str, *, user_id: str) -> tuple[Reply, bool]:
-        """The answer for the clicker, and whether it replaces the plan message (True once it started)."""
+    async def confirm(self, operation_id: str, *, user_id: str, name_typed: bool = False) -> tuple[Reply, bool]:
+        """The answer for the clicker, and whether it replaces the plan message (True once it started).
+
+        `name_typed`: confirmed from the delete modal, where the cluster's name was typed; a delete is
+        started in no other way, whatever a button payload says."""
         operation = await self.get(operation_id)
         if operation is None:
             return blocks.problem("This plan is not known (any more); run the command again."), False
         noun = Kind(operation.kind).noun
+        if operation.kind == Kind.DELETE.value and not name_typed:
+            return blocks.problem(
+                "A delete is confirmed by typing the cluster's name: press *Delete…* on the plan."
+            ), False
         refusal = self.may_decide(operation, user_id)
         if refusal:
             self._record(operation, user_id=user_id, command=CONFIRM, outcome=Outcome.REFUSED, detail=refusal)

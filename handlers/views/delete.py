@@ -67,7 +67,7 @@ async def delete_submission_callback(
         return
     await ack()  # closes the modal
     try:
-        reply, replaces = await services.operations.confirm(operation.id, user_id=user_id)
+        reply, replaces = await services.operations.confirm(operation.id, user_id=user_id, name_typed=True)
     except Exception:
         logger.exception("confirming delete %s failed", operation.id)
         reply, replaces = blocks.problem(INTERNAL_ERROR), False

@@ -227,6 +227,10 @@ async def test_delete_needs_the_typed_name(world: Sandbox, seeded_aws: SeededAws
     await world.slack.wait_for(lambda m: m.ephemeral_to == BOB and "Only <@U0ALICE01>" in m.text)
     assert not world.slack.open_views, "no modal for someone who may not delete"
 
+    # Confirm without the modal (a payload no button of Pitcrew's makes) does not skip the typed name.
+    operation_id = planned.blocks[2]["elements"][0]["value"]
+    reply, replaces = await world.pitcrew.services.operations.confirm(operation_id, user_id=ALICE)
+    assert "typing the cluster's name" in reply.text and not replaces
     await world.slack.click(user_id=ALICE, message=planned, action_id="delete_open")
     (view_id,) = list(world.slack.open_views)
     wrong = await world.slack.submit_view(user_id=ALICE, view_id=view_id, values={"typed_name": {"name": "kumo"}})
