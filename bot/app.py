@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -26,6 +27,10 @@ from bot.clusters.accounts import AwsAccounts
 from bot.clusters.fleet import Fleet
 from bot.clusters.templates import load_templates
 from bot.config import ProgramConfig, Settings
+from bot.monitor.events import EventQueue
+from bot.monitor.lease import LeaderLease, default_holder
+from bot.monitor.nodes import NodeMonitor
+from bot.monitor.runner import MonitorRunner
 from bot.operations import Operations
 from bot.services import Services
 from bot.slack.poster import Poster
@@ -65,15 +70,32 @@ def build_services(
     *, settings: Settings, program: ProgramConfig, client: AsyncWebClient, accounts: AwsAccounts | None = None
 ) -> Services:
     db = Database(url=settings.database_url)
+    accounts = accounts or AwsAccounts()
     access = AccessPolicy(program=program)
     fleet = Fleet(
         program=program,
-        accounts=accounts or AwsAccounts(),
+        accounts=accounts,
         concurrency=settings.pitcrew_org_concurrency,
         timeout=settings.pitcrew_org_timeout,
         cache_seconds=settings.pitcrew_cache_seconds,
     )
     poster, audit = Poster(client=client), AuditLog(db=db)
+    monitor = NodeMonitor(db=db, fleet=fleet, poster=poster, program=program)
+    runner = None
+    if settings.pitcrew_monitor:
+        queue_url = program.monitor.event_queue_url
+        queue = (
+            EventQueue(sqs=accounts.home_client("sqs", _queue_region(queue_url, program)), queue_url=queue_url)
+            if queue_url
+            else None
+        )
+        runner = MonitorRunner(
+            monitor=monitor,
+            lease=LeaderLease(db=db, name="monitor", holder=default_holder()),
+            sweep_seconds=program.monitor.node_sweep_seconds,
+            tz=ZoneInfo(program.timezone),
+            queue=queue,
+        )
     return Services(
         settings=settings,
         program=program,
@@ -86,7 +108,15 @@ def build_services(
         operations=Operations(
             db=db, fleet=fleet, poster=poster, audit=audit, access=access, tz=ZoneInfo(program.timezone)
         ),
+        monitor=monitor,
+        runner=runner,
     )
+
+
+def _queue_region(url: str, program: ProgramConfig) -> str:
+    """The queue's region from its URL (https://sqs.REGION.amazonaws.com/...), else the first org's."""
+    match = re.match(r"https?://sqs[.-]([a-z0-9-]+)\.amazonaws\.com", url)
+    return match[1] if match else (program.orgs[0].aws.region if program.orgs else "us-east-1")
 
 
 def build_app(
@@ -148,6 +178,8 @@ async def start(services: Services) -> None:
     await services.db.upgrade()
     await services.sync_orgs()
     services.spawn(services.fleet.warm())
+    if services.runner is not None:
+        await services.runner.start()
     resumed = await services.operations.resume()
     if resumed:
         log.info("watching %d operation(s) that were running when the bot last stopped", resumed)
@@ -160,6 +192,8 @@ async def start(services: Services) -> None:
 
 
 async def stop(services: Services) -> None:
+    if services.runner is not None:
+        await services.runner.stop()
     await services.operations.close()
     await services.drain()
     await services.audit.close()

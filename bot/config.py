@@ -51,6 +51,9 @@ class Settings(BaseSettings):
     pitcrew_org_timeout: float = Field(default=20.0, gt=0)
     # How long an org's cluster listing is reused (0: ask AWS every time).
     pitcrew_cache_seconds: float = Field(default=10.0, ge=0)
+    # The node monitor (sweeps and the EventBridge queue) on the leader replica; off for a replica that
+    # should only answer commands, and in tests that drive the monitor themselves.
+    pitcrew_monitor: bool = True
 
     @field_validator("slack_api_url")
     @classmethod

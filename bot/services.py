@@ -16,6 +16,8 @@ from bot.clusters.fleet import Fleet
 from bot.clusters.model import Cluster
 from bot.clusters.templates import TemplateSet
 from bot.config import ProgramConfig, Settings
+from bot.monitor.nodes import NodeMonitor
+from bot.monitor.runner import MonitorRunner
 from bot.operations import Operations
 from bot.slack.poster import Poster
 from storage import crud
@@ -36,6 +38,8 @@ class Services:
     audit: AuditLog
     templates: TemplateSet
     operations: Operations
+    monitor: NodeMonitor
+    runner: MonitorRunner | None = None  # sweeps and the event queue, on the leader replica (if enabled)
     clock: Callable[[], datetime] = utcnow
     _background: set[asyncio.Task[None]] = field(default_factory=set)
 

@@ -3,15 +3,27 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import insert, update
+from sqlalchemy import delete, func, insert, or_, update
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from storage.models import AuditEntry, ClusterSeen, Operation, OperationStatus, Org
+from storage.models import (
+    AuditEntry,
+    ClusterSeen,
+    Episode,
+    EpisodeState,
+    EventSeen,
+    Lease,
+    Operation,
+    OperationStatus,
+    Org,
+    Silence,
+)
 
 
 async def sync_orgs(session: AsyncSession, *, orgs: Iterable[Org]) -> None:
@@ -131,3 +143,205 @@ async def running_operation(session: AsyncSession, *, org_id: str, backend: str,
         Operation.status == OperationStatus.RUNNING.value,
     )
     return (await session.exec(query)).first()
+
+
+def _dialect_insert(session: AsyncSession) -> Any:
+    """The dialect's INSERT (Postgres or SQLite), the one that has on_conflict_do_update/do_nothing."""
+    dialect = session.bind.dialect.name if session.bind else "sqlite"
+    return postgresql.insert if dialect == "postgresql" else sqlite.insert
+
+
+def _episode_key(
+    *, org_id: str, backend: str, cluster_name: str, node_key: str, generation: int | None = None
+) -> list[Any]:
+    clauses = [
+        col(Episode.org_id) == org_id,
+        col(Episode.backend) == backend,
+        col(Episode.cluster_name) == cluster_name,
+        col(Episode.node_key) == node_key,
+    ]
+    if generation is not None:
+        clauses.append(col(Episode.generation) == generation)
+    return clauses
+
+
+async def add_episode(session: AsyncSession, *, episode: Episode) -> Episode | None:
+    """Open an episode. None when its key (org, backend, cluster, node_key, generation) is taken: the caller
+    lost the race to another replica, which opened (and posts) it."""
+    key = _episode_key(
+        org_id=episode.org_id,
+        backend=episode.backend,
+        cluster_name=episode.cluster_name,
+        node_key=episode.node_key,
+        generation=episode.generation,
+    )
+    session.add(episode)
+    try:
+        await session.commit()
+    except IntegrityError:
+        await session.rollback()
+        taken = (await session.exec(select(Episode.id).where(*key))).first()
+        if taken is None:
+            raise  # another constraint failed: a bug, not a race
+        return None
+    return episode
+
+
+async def get_episode(session: AsyncSession, *, episode_id: int) -> Episode | None:
+    return await session.get(Episode, episode_id)
+
+
+async def open_episodes(session: AsyncSession, *, org_id: str | None = None) -> Sequence[Episode]:
+    query = select(Episode).where(Episode.state == EpisodeState.OPEN.value).order_by(col(Episode.id))
+    if org_id:
+        query = query.where(Episode.org_id == org_id)
+    return (await session.exec(query)).all()
+
+
+async def latest_episode(
+    session: AsyncSession, *, org_id: str, backend: str, cluster_name: str, node_ids: Sequence[str]
+) -> Episode | None:
+    """The most recent episode (open or closed) of a cluster that concerns any of node_ids: opened by one of
+    them, or one of them replaced a node of it. The JSON list is matched in Python, the same on every database
+    (a cluster has at most a few hundred episodes)."""
+    wanted = set(node_ids)
+    if not wanted:
+        return None
+    query = (
+        select(Episode)
+        .where(Episode.org_id == org_id, Episode.backend == backend, Episode.cluster_name == cluster_name)
+        .order_by(col(Episode.opened_at).desc(), col(Episode.id).desc())
+    )
+    for episode in (await session.exec(query)).all():
+        if episode.node_key in wanted or wanted.intersection(episode.node_ids or ()):
+            return episode
+    return None
+
+
+async def storm_episodes(session: AsyncSession, *, storm_id: int) -> Sequence[Episode]:
+    """The episodes shown in one grouped storm message (storm_id is its first episode's id), in order."""
+    query = (
+        select(Episode)
+        .where(or_(col(Episode.storm_id) == storm_id, col(Episode.id) == storm_id))
+        .order_by(col(Episode.id))
+    )
+    return (await session.exec(query)).all()
+
+
+async def next_generation(session: AsyncSession, *, org_id: str, backend: str, cluster_name: str, node_key: str) -> int:
+    """The generation a new episode of this key gets: one past the last *closed* one (0 for the first).
+
+    Open episodes are left out on purpose: two replicas opening the same failure at once both compute
+    the generation the other may just have inserted, so the unique key lets exactly one of them win.
+    Counting the other's fresh row would hand the loser the next generation and a second alert."""
+    query = select(func.max(Episode.generation)).where(
+        *_episode_key(org_id=org_id, backend=backend, cluster_name=cluster_name, node_key=node_key),
+        Episode.state == "closed",
+    )
+    last = (await session.exec(query)).first()
+    return 0 if last is None else int(last) + 1
+
+
+async def update_episode(session: AsyncSession, *, episode_id: int, values: dict[str, Any]) -> None:
+    await session.exec(update(Episode).where(col(Episode.id) == episode_id).values(**values))
+    await session.commit()
+
+
+async def close_episode(session: AsyncSession, *, episode_id: int, values: dict[str, Any]) -> bool:
+    """Close an open episode in one conditional UPDATE (state open -> closed, plus values such as closed_at):
+    True for the one caller that closed it, False for every other and for an episode already closed."""
+    result = await session.exec(
+        update(Episode)
+        .where(col(Episode.id) == episode_id, col(Episode.state) == EpisodeState.OPEN.value)
+        .values(**{**values, "state": EpisodeState.CLOSED.value})
+    )
+    await session.commit()
+    return bool(result.rowcount)
+
+
+async def episodes_between(
+    session: AsyncSession, *, org_id: str | None, since: datetime, until: datetime
+) -> Sequence[Episode]:
+    """Episodes opened or closed in [since, until), oldest first; all orgs when org_id is None."""
+    query = (
+        select(Episode)
+        .where(
+            or_(
+                (col(Episode.opened_at) >= since) & (col(Episode.opened_at) < until),
+                (col(Episode.closed_at) >= since) & (col(Episode.closed_at) < until),
+            )
+        )
+        .order_by(col(Episode.opened_at), col(Episode.id))
+    )
+    if org_id:
+        query = query.where(Episode.org_id == org_id)
+    return (await session.exec(query)).all()
+
+
+async def add_silence(session: AsyncSession, *, silence: Silence) -> Silence:
+    session.add(silence)
+    await session.commit()
+    return silence
+
+
+async def active_silence(
+    session: AsyncSession, *, org_id: str, backend: str, cluster_name: str, now: datetime
+) -> Silence | None:
+    """The latest silence set on a cluster that still runs at now."""
+    query = (
+        select(Silence)
+        .where(
+            Silence.org_id == org_id,
+            Silence.backend == backend,
+            Silence.cluster_name == cluster_name,
+            col(Silence.until) > now,
+        )
+        .order_by(col(Silence.created_at).desc(), col(Silence.id).desc())
+    )
+    return (await session.exec(query)).first()
+
+
+async def acquire_lease(session: AsyncSession, *, name: str, holder: str, now: datetime, ttl_seconds: float) -> bool:
+    """Take or renew a lease in one atomic statement: it goes to holder when nobody has it, when holder
+    already has it (renewal: expiry moves to now + ttl), or when the other holder's expired. True if holder
+    has it afterwards."""
+    expires_at = now + timedelta(seconds=ttl_seconds)
+    statement = _dialect_insert(session)(Lease).values(name=name, holder=holder, expires_at=expires_at)
+    statement = statement.on_conflict_do_update(
+        index_elements=["name"],
+        set_={"holder": holder, "expires_at": expires_at},
+        where=or_(col(Lease.holder) == holder, col(Lease.expires_at) < now),
+    ).returning(col(Lease.holder))
+    row = (await session.exec(statement)).first()  # no row: the conflict's WHERE refused the update
+    await session.commit()
+    return row is not None and row[0] == holder
+
+
+async def release_lease(session: AsyncSession, *, name: str, holder: str) -> None:
+    """Give a lease up, if holder has it (another holder's lease is left alone)."""
+    await session.exec(delete(Lease).where(col(Lease.name) == name, col(Lease.holder) == holder))
+    await session.commit()
+
+
+async def mark_event_seen(session: AsyncSession, *, event_id: str, at: datetime) -> bool:
+    """Record an event id: True the first time (handle it), False if any replica saw it before."""
+    statement = (
+        _dialect_insert(session)(EventSeen)
+        .values(event_id=event_id, received_at=at)
+        .on_conflict_do_nothing(index_elements=["event_id"])
+    )
+    result = await session.exec(statement)
+    await session.commit()
+    return bool(result.rowcount)
+
+
+async def event_seen(session: AsyncSession, *, event_id: str) -> bool:
+    """Whether an event id was marked seen (a read: mark_event_seen is what claims it)."""
+    return await session.get(EventSeen, event_id) is not None
+
+
+async def forget_events_seen(session: AsyncSession, *, before: datetime) -> int:
+    """Drop event ids received before a time (past any redelivery); returns how many."""
+    result = await session.exec(delete(EventSeen).where(col(EventSeen.received_at) < before))
+    await session.commit()
+    return int(result.rowcount or 0)

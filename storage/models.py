@@ -1,4 +1,5 @@
-"""SQLModel tables. Times are stored in UTC: timestamptz on Postgres, naive UTC text on SQLite."""
+"""SQLModel tables. Times are stored in UTC: timestamptz on Postgres, naive UTC text on SQLite; they are
+read back as aware UTC datetimes on both, so code never meets a naive one."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, Column, DateTime, Index, UniqueConstraint
+from sqlalchemy import JSON, Column, DateTime, Dialect, Index, UniqueConstraint
+from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
 
 
@@ -14,8 +16,26 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+class UtcDateTime(TypeDecorator[datetime]):
+    """DateTime(timezone=True) that always hands back aware UTC: SQLite stores no zone and returned naive
+    values, which broke arithmetic against `utcnow()` (a closed episode's duration, for one)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
 def _utc_column(**kwargs: Any) -> Any:
-    return Field(sa_column=Column(DateTime(timezone=True), **kwargs))
+    return Field(sa_column=Column(UtcDateTime(), **kwargs))
 
 
 class Org(SQLModel, table=True):
@@ -102,7 +122,94 @@ class Operation(SQLModel, table=True):
     channel_id: str = Field(max_length=24)
     status: str = Field(max_length=16)
     confirmed_by: str | None = Field(default=None, max_length=24)
-    confirmed_at: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True)))
+    confirmed_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime()))
     message_ts: str | None = Field(default=None, max_length=32)  # the progress message, edited in place
     detail: str = Field(default="", max_length=2000)
     updated_at: datetime = _utc_column(nullable=False)
+
+
+class EpisodeKind(StrEnum):
+    NODE = "node"  # one node failed (and the nodes that replaced it, while they keep failing)
+    CLUSTER = "cluster"  # a cluster-level failure, keyed "cluster"
+
+
+class EpisodeState(StrEnum):
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+class Episode(SQLModel, table=True):
+    """A failed-node (or failed-cluster) alert from opening to resolution, shown as one Slack thread edited in
+    place. The unique key makes opening it idempotent across replicas: whoever inserts second loses the race."""
+
+    __tablename__ = "episodes"
+    __table_args__ = (
+        UniqueConstraint("org_id", "backend", "cluster_name", "node_key", "generation", name="uq_episode_key"),
+        Index("ix_episodes_state", "state"),
+        Index("ix_episodes_org_cluster", "org_id", "cluster_name"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    org_id: str = Field(max_length=40)
+    backend: str = Field(max_length=16)
+    cluster_name: str = Field(max_length=63)
+    node_key: str = Field(max_length=64)  # the instance id that opened it, or "cluster"
+    generation: int = 0  # 0 for the first episode of a key, +1 for each later one
+    kind: str = Field(max_length=16)  # EpisodeKind
+    state: str = Field(max_length=16)  # EpisodeState
+    node_ids: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))  # last is current
+    group_name: str = Field(default="", max_length=63)
+    instance_type: str = Field(default="", max_length=32)
+    status: str = Field(default="", max_length=32)  # last status AWS gave
+    message: str = Field(default="", max_length=1000)
+    opened_at: datetime = _utc_column(nullable=False)
+    # When the current failure began: opened_at, or the last reopening (node hours lost count from it).
+    failing_since: datetime | None = Field(default=None, sa_column=Column(UtcDateTime()))
+    updated_at: datetime = _utc_column(nullable=False)
+    closed_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime()))
+    reopened: int = 0
+    node_recovery: str = Field(default="", max_length=16)
+    silenced: bool = False
+    storm_id: int | None = None  # id of the first episode of a grouped storm message
+    channel_id: str = Field(default="", max_length=24)
+    message_ts: str | None = Field(default=None, max_length=32)
+    coordination_ts: str | None = Field(default=None, max_length=32)
+    acked_by: str | None = Field(default=None, max_length=24)
+    acked_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime()))
+    node_hours_lost: float = 0.0
+
+
+class Silence(SQLModel, table=True):
+    """Alerts of one cluster silenced until a time; later failures go to the thread it was set from."""
+
+    __tablename__ = "silences"
+    __table_args__ = (Index("ix_silences_org_backend_cluster", "org_id", "backend", "cluster_name"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    org_id: str = Field(max_length=40)
+    backend: str = Field(max_length=16)
+    cluster_name: str = Field(max_length=63)
+    until: datetime = _utc_column(nullable=False)
+    set_by: str = Field(max_length=24)
+    channel_id: str = Field(default="", max_length=24)
+    thread_ts: str = Field(default="", max_length=32)  # the alert message the silence was set from
+    created_at: datetime = _utc_column(nullable=False)
+
+
+class Lease(SQLModel, table=True):
+    """A named lease (the monitors' leader lease): held by one holder until it expires unless renewed."""
+
+    __tablename__ = "leases"
+
+    name: str = Field(primary_key=True, max_length=64)
+    holder: str = Field(max_length=64)
+    expires_at: datetime = _utc_column(nullable=False)
+
+
+class EventSeen(SQLModel, table=True):
+    """Ids of events already handled (EventBridge via SQS delivers at least once, to any replica)."""
+
+    __tablename__ = "events_seen"
+
+    event_id: str = Field(primary_key=True, max_length=128)
+    received_at: datetime = _utc_column(nullable=False)

@@ -90,6 +90,19 @@ class AwsAccounts:
         frozen = credentials.get_frozen_credentials()
         return Credentials(frozen.access_key, frozen.secret_key, frozen.token)
 
+    def home_client(self, service: str, region: str) -> Any:
+        """A boto3 client in Pitcrew's own account: the base session's credentials (the standard chain),
+        never an org's role. For what Pitcrew owns itself, such as the central EventBridge queue.
+
+        Made from the same base session and client config as the org clients, but not cached: the caller
+        keeps it. SQS gets a longer read timeout, since a long poll holds its answer up to 20 s.
+        """
+        config = CLIENT_CONFIG
+        if service == "sqs":
+            config = CLIENT_CONFIG.merge(Config(read_timeout=max(CLIENT_CONFIG.read_timeout, 20 + 10)))
+        with self._client_lock:
+            return self._base.client(service, region_name=region, config=config)
+
     def _make_client(self, service: str, region: str, credentials: dict[str, str]) -> Any:
         with self._client_lock:
             return self._base.client(service, region_name=region, config=CLIENT_CONFIG, **credentials)

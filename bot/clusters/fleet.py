@@ -221,11 +221,17 @@ class Fleet:
         future.set_result(result)
         return result
 
-    async def list_orgs(self, org_ids: Sequence[str]) -> list[OrgClusters]:
-        """Each org's clusters, in the order given; slow or failing orgs become error lines."""
-        fresh = [self._fresh(org_id) for org_id in org_ids]
-        if all(listing is not None for listing in fresh):  # the common case under load: no tasks to make
-            return [listing for listing in fresh if listing is not None]
+    async def list_orgs(self, org_ids: Sequence[str], *, fresh: bool = False) -> list[OrgClusters]:
+        """Each org's clusters, in the order given; slow or failing orgs become error lines.
+
+        `fresh`: ask AWS now rather than serve the cache (the node monitor's sweep; a pass already under way
+        for a person's command is shared). What it reads refreshes the cache for everyone."""
+        if fresh:
+            for org_id in org_ids:
+                self._cache.pop(org_id, None)
+        cached = [self._fresh(org_id) for org_id in org_ids]
+        if all(listing is not None for listing in cached):  # the common case under load: no tasks to make
+            return [listing for listing in cached if listing is not None]
         return list(await asyncio.gather(*(self._org_clusters(org_id) for org_id in org_ids)))
 
     def _backend(self, org: OrgConfig, backend: Backend) -> ClusterBackend:

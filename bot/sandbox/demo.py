@@ -8,13 +8,14 @@ import logging
 import time
 import webbrowser
 
-from bot.config import load_program
+from bot.config import MonitorConfig, ProgramConfig, load_program
 from bot.sandbox.moto_support import set_hyperpod_progress, start_moto_server
 from bot.sandbox.seed import seed_program
 from bot.sandbox.world import EXAMPLE_PROGRAM, Sandbox, aws_environment, run_sandbox
 from bot.slack import blocks
 
 log = logging.getLogger("pitcrew.demo")
+SWEEP_SECONDS = 15
 
 
 def welcome(sandbox: Sandbox) -> blocks.Reply:
@@ -34,6 +35,8 @@ def welcome(sandbox: Sandbox) -> blocks.Reply:
         f"--param lifecycle_s3_uri=s3://sagemaker-{first.id}-lifecycle/base-config/` and press Confirm",
         f"• as *{sandbox.slack.users[operator]}* in #{first.id}: `/cluster scale kumo-p5-train worker-group-1 34`, "
         "`/cluster replace kumo-p5-train NODE` (a node id from `/cluster nodes`), `/cluster delete kumo-p5-dev`",
+        "• *Fail a node* (left, under Sandbox): the node monitor posts an alert in the org's channel and a line "
+        f"here within {SWEEP_SECONDS} s; press Acknowledge, Replace node or Silence on it",
         "• as *guest (no org)*: any command, to see a refusal",
         "• `/cluster help` shows what the chosen user may run.",
     ]
@@ -43,8 +46,13 @@ def welcome(sandbox: Sandbox) -> blocks.Reply:
     )
 
 
+def _quick_sweeps(program: ProgramConfig) -> ProgramConfig:
+    """Sweep every 15 s in the sandbox, so a failed node is alerted while the newcomer watches."""
+    return program.model_copy(update={"monitor": MonitorConfig(node_sweep_seconds=SWEEP_SECONDS)})
+
+
 async def _serve(host: str, port: int, open_browser: bool) -> None:
-    async with run_sandbox(host=host, port=port) as sandbox:
+    async with run_sandbox(host=host, port=port, monitor=True, program_transform=_quick_sweeps) as sandbox:
         await sandbox.pitcrew.ready.wait()
         await sandbox.pitcrew.services.poster.post(channel=sandbox.program.coordination_channel, reply=welcome(sandbox))
         print(f"\n  Pitcrew sandbox: open {sandbox.world_url}  (the bot listens on {sandbox.bot_url})")  # noqa: T201

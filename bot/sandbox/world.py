@@ -21,6 +21,7 @@ from bot.app import Pitcrew, build_app, build_services, build_slack_client
 from bot.clusters.accounts import AwsAccounts
 from bot.config import ProgramConfig, Settings, load_program
 from bot.sandbox.asgi_server import serve_asgi
+from bot.sandbox.faults import faults_app
 from bot.sandbox.pcluster_api import ParallelClusterApi
 from bot.sandbox.slack_workspace import LocalSlack
 
@@ -88,10 +89,14 @@ class Sandbox:
     bot_url: str  # Pitcrew: /slack/events, /healthz
 
 
-def _world_app(slack: LocalSlack, pcluster_api: ParallelClusterApi) -> Any:
+def _world_app(slack: LocalSlack, pcluster_api: ParallelClusterApi, extra: dict[str, Any]) -> Any:
+    """One server for the world: the ParallelCluster APIs, sandbox faults, and the local Slack."""
+
     async def world(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["path"].startswith("/pcluster/"):
             await pcluster_api(scope, receive, send)
+        elif scope["type"] == "http" and scope["path"].startswith("/sandbox/") and "faults" in extra:
+            await extra["faults"](scope, receive, send)
         else:
             await slack.app(scope, receive, send)  # also gets lifespan events
 
@@ -111,20 +116,24 @@ async def run_sandbox(
     accounts: AwsAccounts | None = None,
     slack: LocalSlack | None = None,
     pcluster_progress_seconds: float = 3.0,
+    monitor: bool = False,
 ) -> AsyncIterator[Sandbox]:
     """Serve the world and the bot. AWS must already point at a seeded moto (see aws_environment).
 
-    `slack`: one local Slack kept across bot restarts, so its messages (and their ts) survive."""
+    `slack`: one local Slack kept across bot restarts, so its messages (and their ts) survive.
+    `monitor`: run the node monitor's schedule (the demo does; tests call its sweep themselves)."""
     slack = slack or LocalSlack(signing_secret=SIGNING_SECRET, bot_token=BOT_TOKEN, users={}, channels={})
     pcluster_api = ParallelClusterApi(progress_seconds=pcluster_progress_seconds)
     with contextlib.ExitStack() as stack:
         if database_url is None:
             folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="pitcrew-sandbox-"))
             database_url = f"sqlite+aiosqlite:///{folder}/pitcrew.db"
-        async with serve_asgi(_world_app(slack, pcluster_api), host, port) as world_url:
+        extra: dict[str, Any] = {}
+        async with serve_asgi(_world_app(slack, pcluster_api, extra), host, port) as world_url:
             program = sandbox_program(world_url, program_source)
             if program_transform:
                 program = program_transform(program)
+            extra["faults"] = faults_app(program)
             users, channels = workspace_people(program)
             slack.users.update(users)
             slack.channels.update(channels)
@@ -134,7 +143,7 @@ async def run_sandbox(
                 slack_signing_secret=SIGNING_SECRET,
                 slack_api_url=slack.api_url,
                 database_url=database_url,
-                **(settings_overrides or {}),
+                **{"pitcrew_monitor": monitor, **(settings_overrides or {})},
             )
             client = build_slack_client(settings)
             services = build_services(settings=settings, program=program, client=client, accounts=accounts)

@@ -1,0 +1,1 @@
+"""Monitors: node health, throughput, and the alert episodes they open."""

@@ -1,0 +1,210 @@
+"""Failed-node episodes: what a new look at a cluster means for the alerts already open. Pure.
+
+One episode per failing node, keyed by cluster and node. A look at a cluster (a sweep, or a check
+prompted by an EventBridge event) is compared with the episodes of that cluster, so a node that stays
+failed is one episode however many sweeps see it. A replaced node's successor (a new instance in the
+same group, launched after the failure) joins its episode; the episode closes when the node, or its
+successor, runs again. A node failing again within 30 minutes of recovering reopens its episode. A
+cluster whose status is Failed is one cluster-level episode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+
+from bot.clusters.model import Cluster, Health, Node
+
+REOPEN_WINDOW = timedelta(minutes=30)
+STORM_NODES = 5  # this many nodes of one cluster failing in one look make one grouped message
+CLUSTER_KEY = "cluster"
+GONE = "gone"  # the failed instance left the cluster and no successor is there yet
+
+
+@dataclass(frozen=True)
+class Known:
+    """An episode as the state machine needs to know it (storage keeps the rest)."""
+
+    id: int
+    kind: str  # "node" | "cluster"
+    node_ids: tuple[str, ...]  # instance ids, oldest first; the last is the current one
+    open: bool
+    status: str
+    message: str
+    group: str
+    opened_at: datetime
+    closed_at: datetime | None = None
+
+    @property
+    def current(self) -> str:
+        return self.node_ids[-1] if self.node_ids else CLUSTER_KEY
+
+
+@dataclass(frozen=True)
+class Opened:
+    kind: str
+    node_id: str  # CLUSTER_KEY for a cluster-level episode
+    group: str
+    instance_type: str
+    status: str
+    message: str
+    reopens: int | None = None  # the id of a recently closed episode this failure reopens
+
+
+@dataclass(frozen=True)
+class Changed:
+    episode_id: int
+    node_ids: tuple[str, ...]
+    status: str
+    message: str
+    note: str  # one line for the episode's thread
+
+
+@dataclass(frozen=True)
+class Closed:
+    episode_id: int
+    note: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    opened: list[Opened] = field(default_factory=list)
+    changed: list[Changed] = field(default_factory=list)
+    closed: list[Closed] = field(default_factory=list)
+
+    @property
+    def storm(self) -> bool:
+        return sum(1 for o in self.opened if o.kind == "node" and o.reopens is None) >= STORM_NODES
+
+    def __bool__(self) -> bool:
+        return bool(self.opened or self.changed or self.closed)
+
+
+def cluster_failed(cluster: Cluster) -> bool:
+    return cluster.status in ("Failed", "RollingBack") or cluster.status.endswith("_FAILED")
+
+
+def with_hints(cluster: Cluster, hints: Mapping[str, tuple[bool, str]]) -> Cluster:
+    """The cluster with what EventBridge said of some nodes ({node id: (healthy, reason)}) laid over what
+    the API lists: health events can arrive before ListClusterNodes shows the change."""
+    if not hints:
+        return cluster
+    nodes = []
+    for node in cluster.nodes:
+        hint = hints.get(node.node_id)
+        if hint is not None and not hint[0] and node.health is not Health.UNHEALTHY:
+            node = replace(node, status="Unhealthy", health=Health.UNHEALTHY, message=hint[1] or node.message)
+        nodes.append(node)
+    return replace(cluster, nodes=tuple(nodes))
+
+
+def _successor(episode: Known, nodes: Sequence[Node], claimed: set[str]) -> Node | None:
+    """A new instance in the failed node's group, launched after the failure: its replacement."""
+    candidates = [
+        node
+        for node in nodes
+        if node.group == episode.group
+        and node.node_id not in claimed
+        and node.launch_time is not None
+        and node.launch_time >= episode.opened_at
+    ]
+    return min(candidates, key=lambda node: (node.launch_time or episode.opened_at, node.node_id), default=None)
+
+
+def assess(cluster: Cluster, episodes: Sequence[Known], *, now: datetime) -> Verdict:
+    """What changed since `episodes` (the cluster's open ones, and those closed within REOPEN_WINDOW)."""
+    verdict = Verdict()
+    nodes = {node.node_id: node for node in cluster.nodes}
+    open_nodes = [e for e in episodes if e.open and e.kind == "node"]
+    claimed = {node_id for e in open_nodes for node_id in e.node_ids}
+    for episode in open_nodes:
+        _follow(episode, nodes, cluster.nodes, claimed, verdict)
+    recent = [
+        e for e in episodes if not e.open and e.kind == "node" and e.closed_at and now - e.closed_at <= REOPEN_WINDOW
+    ]
+    for node in cluster.nodes:
+        if node.health is not Health.UNHEALTHY or node.node_id in claimed:
+            continue
+        again = next((e for e in recent if node.node_id in e.node_ids), None)
+        if again is not None:
+            recent.remove(again)
+        verdict.opened.append(
+            Opened(
+                kind="node",
+                node_id=node.node_id,
+                group=node.group,
+                instance_type=node.instance_type,
+                status=node.status,
+                message=node.message,
+                reopens=again.id if again else None,
+            )
+        )
+    _cluster_level(cluster, episodes, now, verdict)
+    return verdict
+
+
+def _follow(
+    episode: Known, nodes: Mapping[str, Node], listed: Sequence[Node], claimed: set[str], verdict: Verdict
+) -> None:
+    node = nodes.get(episode.current)
+    if node is None:
+        successor = _successor(episode, listed, claimed)
+        if successor is None:
+            if episode.status != GONE:
+                note = f"`{episode.current}` left the cluster; waiting for its replacement to appear"
+                verdict.changed.append(Changed(episode.id, episode.node_ids, GONE, "", note))
+            return
+        claimed.add(successor.node_id)
+        node_ids = (*episode.node_ids, successor.node_id)
+        if successor.health is Health.HEALTHY:
+            verdict.closed.append(Closed(episode.id, f"replaced by `{successor.node_id}`, which is Running"))
+            verdict.changed.append(Changed(episode.id, node_ids, successor.status, successor.message, ""))
+            return
+        note = f"replacement `{successor.node_id}` is {successor.status}"
+        verdict.changed.append(Changed(episode.id, node_ids, successor.status, successor.message, note))
+        return
+    if node.health is Health.HEALTHY:
+        verdict.closed.append(Closed(episode.id, f"`{node.node_id}` is {node.status} again"))
+    elif node.status != episode.status or node.message != episode.message:
+        note = f"`{node.node_id}`: {episode.status} → {node.status}" + (f" ({node.message})" if node.message else "")
+        verdict.changed.append(Changed(episode.id, episode.node_ids, node.status, node.message, note))
+
+
+def _cluster_level(cluster: Cluster, episodes: Sequence[Known], now: datetime, verdict: Verdict) -> None:
+    current = next((e for e in episodes if e.open and e.kind == "cluster"), None)
+    failed = cluster_failed(cluster)
+    if failed and current is None:
+        recent = next(
+            (
+                e
+                for e in episodes
+                if e.kind == "cluster" and not e.open and e.closed_at and now - e.closed_at <= REOPEN_WINDOW
+            ),
+            None,
+        )
+        verdict.opened.append(
+            Opened(
+                kind="cluster",
+                node_id=CLUSTER_KEY,
+                group="",
+                instance_type="",
+                status=cluster.status,
+                message=cluster.failure_message,
+                reopens=recent.id if recent else None,
+            )
+        )
+    elif failed and current is not None and current.status != cluster.status:
+        note = f"cluster: {current.status} → {cluster.status}"
+        verdict.changed.append(Changed(current.id, (), cluster.status, cluster.failure_message, note))
+    elif not failed and current is not None:
+        verdict.closed.append(Closed(current.id, f"the cluster is {cluster.status} again"))
+
+
+def gone(episodes: Sequence[Known]) -> Verdict:
+    """The cluster no longer exists: its open episodes end."""
+    return Verdict(closed=[Closed(e.id, "the cluster no longer exists") for e in episodes if e.open])
+
+
+def hours_lost(opened_at: datetime, closed_at: datetime) -> float:
+    return max(0.0, (closed_at - opened_at).total_seconds() / 3600)

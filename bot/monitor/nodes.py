@@ -1,0 +1,405 @@
+"""The node monitor: looks at clusters (every org on a schedule, or one cluster when EventBridge says
+something happened), turns what it sees into episodes with bot.monitor.episodes, stores them, and posts.
+
+Exactly once: sweeps run on the replica holding the leader lease; an episode is opened by one INSERT under
+a unique key (a replica that loses the race posts nothing) and closed by one conditional UPDATE. Within a
+process, one cluster is assessed at a time, so a sweep and an event cannot both open the same failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from bot.clusters.fleet import Fleet, describe_error
+from bot.clusters.model import Backend, Cluster
+from bot.config import ProgramConfig
+from bot.monitor.episodes import (
+    CLUSTER_KEY,
+    REOPEN_WINDOW,
+    Known,
+    Opened,
+    Verdict,
+    assess,
+    gone,
+    hours_lost,
+    with_hints,
+)
+from bot.monitor.events import NodeHint
+from bot.slack import alerts
+from bot.slack.blocks import Reply, when
+from bot.slack.poster import Poster
+from storage import crud
+from storage.db import Database
+from storage.models import Episode, Silence, utcnow
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    orgs: int
+    clusters: int
+    skipped_orgs: tuple[str, ...]  # could not be read: their episodes are left as they are
+    opened: int
+    closed: int
+
+
+def _known(row: Episode) -> Known:
+    return Known(
+        id=row.id or 0,
+        kind=row.kind,
+        node_ids=tuple(row.node_ids),
+        open=row.state == "open",
+        status=row.status,
+        message=row.message,
+        group=row.group_name,
+        opened_at=row.failing_since or row.opened_at,
+        closed_at=row.closed_at,
+    )
+
+
+class NodeMonitor:
+    def __init__(
+        self,
+        *,
+        db: Database,
+        fleet: Fleet,
+        poster: Poster,
+        program: ProgramConfig,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self._db = db
+        self._fleet = fleet
+        self._poster = poster
+        self._program = program
+        self._clock = clock
+        self._tz = ZoneInfo(program.timezone)
+        self._locks: dict[tuple[str, str, str], asyncio.Lock] = defaultdict(asyncio.Lock)
+
+    # ------------------------------------------------------------------ looking
+
+    async def sweep(self) -> SweepReport:
+        """Every org's clusters, fresh from AWS, against the stored episodes."""
+        org_ids = [org.id for org in self._program.orgs]
+        listings = await self._fleet.list_orgs(org_ids, fresh=True)
+        opened = closed = clusters = 0
+        skipped = []
+        for listing in listings:
+            if listing.errors:  # a backend that could not be read must not look like recovered nodes
+                log.warning("sweep skipped %s: %s", listing.org, "; ".join(listing.errors))
+                skipped.append(listing.org)
+                continue
+            rows = await self._episodes(listing.org)
+            seen = {(c.backend.value, c.name) for c in listing.clusters}
+            for cluster in listing.clusters:
+                clusters += 1
+                verdict = await self._look(cluster, rows, hints={})
+                opened, closed = opened + len(verdict.opened), closed + len(verdict.closed)
+            for key in {(r.backend, r.cluster_name) for r in rows if r.state == "open"} - seen:
+                mine = [r for r in rows if (r.backend, r.cluster_name) == key]
+                verdict = gone([_known(r) for r in mine])
+                await self._apply(listing.org, key[0], key[1], None, verdict, mine)
+                closed += len(verdict.closed)
+        return SweepReport(len(listings), clusters, tuple(skipped), opened, closed)
+
+    async def check(self, org_id: str, backend: Backend, name: str, *, hints: Mapping[str, tuple[bool, str]]) -> None:
+        """One cluster now (an EventBridge event named it), with what the event said of its nodes."""
+        cluster = await self._fleet.get(org_id, backend, name)
+        rows = [r for r in await self._episodes(org_id) if (r.backend, r.cluster_name) == (backend.value, name)]
+        if cluster is None:
+            await self._apply(org_id, backend.value, name, None, gone([_known(r) for r in rows]), rows)
+            return
+        await self._look(cluster, rows, hints=hints)
+
+    async def _episodes(self, org_id: str) -> list[Episode]:
+        """The org's open episodes, and those closed recently enough to be reopened."""
+        now = self._clock()
+        async with self._db.session() as session:
+            current = list(await crud.open_episodes(session, org_id=org_id))
+            recent = await crud.episodes_between(session, org_id=org_id, since=now - REOPEN_WINDOW, until=now)
+        ids = {row.id for row in current}
+        return current + [row for row in recent if row.id not in ids and row.state == "closed"]
+
+    async def _look(
+        self, cluster: Cluster, rows: Sequence[Episode], *, hints: Mapping[str, tuple[bool, str]]
+    ) -> Verdict:
+        key = (cluster.org, cluster.backend.value, cluster.name)
+        async with self._locks[key]:
+            mine = [r for r in rows if (r.backend, r.cluster_name) == key[1:]]
+            if hints:  # the event path reads the rows afresh under the lock
+                mine = [r for r in await self._episodes(cluster.org) if (r.backend, r.cluster_name) == key[1:]]
+            verdict = assess(with_hints(cluster, hints), [_known(r) for r in mine], now=self._clock())
+            if verdict:
+                await self._apply(cluster.org, cluster.backend.value, cluster.name, cluster, verdict, mine)
+            return verdict
+
+    # ------------------------------------------------------------------ acting
+
+    async def _apply(
+        self,
+        org_id: str,
+        backend: str,
+        name: str,
+        cluster: Cluster | None,
+        verdict: Verdict,
+        rows: Sequence[Episode],
+    ) -> None:
+        now = self._clock()
+        by_id = {row.id: row for row in rows}
+        async with self._db.session() as session:
+            silence = await crud.active_silence(session, org_id=org_id, backend=backend, cluster_name=name, now=now)
+        for change in verdict.changed:
+            row = by_id[change.episode_id]
+            values = {"status": change.status, "message": change.message[:1000], "updated_at": now}
+            if change.node_ids:
+                values["node_ids"] = list(change.node_ids)
+            await self._update(row, values)
+            if change.note:
+                await self._note(row, change.note, cluster, silence)
+        for closing in verdict.closed:
+            row = by_id[closing.episode_id]
+            lost = row.node_hours_lost + (
+                hours_lost(row.failing_since or row.opened_at, now) if row.kind == "node" else 0
+            )
+            values = {"state": "closed", "closed_at": now, "updated_at": now, "node_hours_lost": lost}
+            async with self._db.session() as session:
+                if not await crud.close_episode(session, episode_id=closing.episode_id, values=values):
+                    continue  # closed already (another replica, or the event path)
+            for key, value in values.items():
+                setattr(row, key, value)
+            await self._note(row, f":large_green_circle: Recovered: {closing.note}", cluster, silence)
+        new_rows: list[Episode] = []
+        for opening in verdict.opened:
+            if opening.reopens is not None and opening.reopens in by_id:
+                row = by_id[opening.reopens]
+                values = {
+                    "state": "open",
+                    "closed_at": None,
+                    "reopened": row.reopened + 1,
+                    "status": opening.status,
+                    "message": opening.message[:1000],
+                    "failing_since": now,
+                    "updated_at": now,
+                }
+                await self._update(row, values)
+                note = f":red_circle: Failed again within 30 minutes: `{opening.status}` {opening.message}".strip()
+                await self._note(row, note, cluster, silence)
+                continue
+            added = await self._open(org_id, backend, name, opening, now)
+            if added is not None:  # None: another replica opened it first, and posts it
+                new_rows.append(added)
+        if new_rows:
+            await self._announce(new_rows, cluster, silence, storm=verdict.storm)
+
+    async def _update(self, row: Episode, values: dict[str, object]) -> None:
+        async with self._db.session() as session:
+            await crud.update_episode(session, episode_id=row.id or 0, values=values)
+        for key, value in values.items():
+            setattr(row, key, value)
+
+    async def _open(self, org_id: str, backend: str, name: str, opening: Opened, now: datetime) -> Episode | None:
+        org = self._program.org(org_id)
+        async with self._db.session() as session:
+            generation = await crud.next_generation(
+                session, org_id=org_id, backend=backend, cluster_name=name, node_key=opening.node_id
+            )
+            return await crud.add_episode(
+                session,
+                episode=Episode(
+                    org_id=org_id,
+                    backend=backend,
+                    cluster_name=name,
+                    node_key=opening.node_id,
+                    generation=generation,
+                    kind=opening.kind,
+                    state="open",
+                    node_ids=[] if opening.node_id == CLUSTER_KEY else [opening.node_id],
+                    group_name=opening.group,
+                    instance_type=opening.instance_type,
+                    status=opening.status,
+                    message=opening.message[:1000],
+                    opened_at=now,
+                    failing_since=now,
+                    updated_at=now,
+                    channel_id=org.channel if org else "",
+                ),
+            )
+
+    # ------------------------------------------------------------------ posting
+
+    def _org_name(self, org_id: str) -> str:
+        org = self._program.org(org_id)
+        return org.name if org else org_id
+
+    async def _render(self, row: Episode, cluster: Cluster | None, silence: Silence | None) -> Reply:
+        until = silence.until if silence else None
+        if row.storm_id is not None:
+            async with self._db.session() as session:
+                members = list(await crud.storm_episodes(session, storm_id=row.storm_id))
+            return alerts.storm_alert(
+                members, cluster=cluster, org_name=self._org_name(row.org_id), tz=self._tz, silenced_until=until
+            )
+        return alerts.node_alert(
+            row,
+            cluster=cluster,
+            org_name=self._org_name(row.org_id),
+            tz=self._tz,
+            now=self._clock(),
+            silenced_until=until,
+        )
+
+    async def _announce(
+        self, rows: list[Episode], cluster: Cluster | None, silence: Silence | None, *, storm: bool
+    ) -> None:
+        channel = rows[0].channel_id
+        if not channel:
+            return
+        if silence is not None:  # stored and shown in the silenced alert's thread, no new message
+            for row in rows:
+                await self._update(row, {"silenced": True, "message_ts": silence.thread_ts})
+                what = f"node `{row.node_ids[-1]}`" if row.node_ids else "the cluster"
+                note = f":mute: While silenced: {what} {row.status} {row.message}".strip()
+                await self._post(silence.channel_id, alerts.thread_note(note), thread_ts=silence.thread_ts)
+            return
+        groups = [rows] if storm else [[row] for row in rows]
+        for members in groups:
+            first = members[0]
+            if len(members) > 1:
+                for row in members:
+                    await self._update(row, {"storm_id": first.id})
+            reply = await self._render(first, cluster, None)
+            ts = await self._post(channel, reply)
+            line = alerts.coordination_line(members, channel=channel, now=self._clock())
+            coordination_ts = await self._post(self._program.coordination_channel, line)
+            for row in members:
+                await self._update(row, {"message_ts": ts, "coordination_ts": coordination_ts})
+
+    async def _note(self, row: Episode, note: str, cluster: Cluster | None, silence: Silence | None) -> None:
+        """A line in the episode's thread, and its message edited to match."""
+        if not row.message_ts or not row.channel_id:
+            return
+        thread_channel = silence.channel_id if row.silenced and silence else row.channel_id
+        await self._post(thread_channel, alerts.thread_note(note), thread_ts=row.message_ts)
+        if row.silenced:
+            return
+        await self._edit(row.channel_id, row.message_ts, await self._render(row, cluster, silence))
+        if row.coordination_ts:
+            members = [row]
+            if row.storm_id is not None:
+                async with self._db.session() as session:
+                    members = list(await crud.storm_episodes(session, storm_id=row.storm_id))
+            line = alerts.coordination_line(members, channel=row.channel_id, now=self._clock())
+            await self._edit(self._program.coordination_channel, row.coordination_ts, line)
+
+    async def refresh(self, row: Episode) -> None:
+        """Edit an episode's message after an acknowledgement or a silence."""
+        if not row.message_ts or not row.channel_id or row.silenced:
+            return
+        async with self._db.session() as session:
+            silence = await crud.active_silence(
+                session, org_id=row.org_id, backend=row.backend, cluster_name=row.cluster_name, now=self._clock()
+            )
+        try:
+            cluster = await self._fleet.get(row.org_id, Backend(row.backend), row.cluster_name)
+        except Exception as error:  # the message keeps its other facts; group health shows as unknown
+            log.warning("refreshing episode %s: %s", row.id, describe_error(error))
+            cluster = None
+        await self._edit(row.channel_id, row.message_ts, await self._render(row, cluster, silence))
+
+    async def _post(self, channel: str, reply: Reply, *, thread_ts: str | None = None) -> str | None:
+        try:
+            return await self._poster.post(channel=channel, reply=reply, thread_ts=thread_ts)
+        except Exception as error:  # Slack down: the episode is stored; the next change posts again
+            log.warning("could not post an alert in %s: %s", channel, describe_error(error))
+            return None
+
+    async def _edit(self, channel: str, ts: str, reply: Reply) -> None:
+        try:
+            await self._poster.update(channel=channel, ts=ts, reply=reply)
+        except Exception as error:
+            log.warning("could not edit alert %s in %s: %s", ts, channel, describe_error(error))
+
+    # ------------------------------------------------------------------ people acting on alerts
+
+    async def episode(self, episode_id: str) -> Episode | None:
+        """The episode a button names; None for a value that is not one (tampered, or deleted)."""
+        if not episode_id.isdigit() or len(episode_id) > 12:
+            return None
+        async with self._db.session() as session:
+            return await crud.get_episode(session, episode_id=int(episode_id))
+
+    async def _members(self, row: Episode) -> list[Episode]:
+        if row.storm_id is None:
+            return [row]
+        async with self._db.session() as session:
+            return list(await crud.storm_episodes(session, storm_id=row.storm_id))
+
+    async def acknowledge(self, row: Episode, *, user_id: str) -> str | None:
+        """Record who owns it; None when done, else why nothing changed."""
+        if row.acked_by:
+            return f"<@{row.acked_by}> acknowledged this already, at {when(row.acked_at, self._tz)}."
+        now = self._clock()
+        for member in await self._members(row):
+            await self._update(member, {"acked_by": user_id, "acked_at": now})
+        row.acked_by, row.acked_at = user_id, now
+        if row.message_ts:
+            note = f":eyes: <@{user_id}> acknowledged this at {when(now, self._tz)}."
+            await self._post(row.channel_id, alerts.thread_note(note), thread_ts=row.message_ts)
+        await self.refresh(row)
+        return None
+
+    async def silence(self, row: Episode, *, user_id: str, hours: int) -> datetime:
+        """Hold back new alert messages for the cluster; failures meanwhile go to this alert's thread."""
+        now = self._clock()
+        until = now + timedelta(hours=hours)
+        async with self._db.session() as session:
+            await crud.add_silence(
+                session,
+                silence=Silence(
+                    org_id=row.org_id,
+                    backend=row.backend,
+                    cluster_name=row.cluster_name,
+                    until=until,
+                    set_by=user_id,
+                    channel_id=row.channel_id,
+                    thread_ts=row.message_ts or "",
+                    created_at=now,
+                ),
+            )
+        if row.message_ts:
+            note = (
+                f":mute: <@{user_id}> silenced `{row.org_id}/{row.cluster_name}` for {hours} h, until "
+                f"{when(until, self._tz)}. New failures meanwhile are listed in this thread."
+            )
+            await self._post(row.channel_id, alerts.thread_note(note), thread_ts=row.message_ts)
+        await self.refresh(row)
+        return until
+
+    # ------------------------------------------------------------------ EventBridge
+
+    async def handle_event(self, hint: NodeHint) -> str:
+        """Act on one event from the queue; what became of it, for the log. Safe to repeat: a duplicate
+        (SageMaker sends several per change, SQS may deliver twice) is recognized and skipped."""
+        async with self._db.session() as session:
+            seen = await crud.event_seen(session, event_id=hint.event_id)
+        if seen:
+            return "duplicate"
+        orgs = [
+            org
+            for org in self._program.orgs
+            if org.aws.account_id == hint.account_id and (not hint.region or org.aws.region == hint.region)
+        ]
+        if not orgs:
+            return f"no org has account {hint.account_id} in {hint.region or 'any region'}"
+        hints = {hint.node_id: (bool(hint.healthy), hint.reason)} if hint.node_id and hint.healthy is not None else {}
+        for org in orgs:  # several orgs may share an account: the cluster's pitcrew:org tag decides whose it is
+            await self.check(org.id, Backend.HYPERPOD, hint.cluster_name, hints=hints)
+        async with self._db.session() as session:
+            await crud.mark_event_seen(session, event_id=hint.event_id, at=self._clock())
+        return "handled"

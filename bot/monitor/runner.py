@@ -1,0 +1,112 @@
+"""What runs the node monitor: on the replica holding the leader lease, a sweep every
+`monitor.node_sweep_seconds` (APScheduler, the scheduler later jobs share) and, when
+`monitor.event_queue_url` is set, a consumer of the EventBridge queue (long polling).
+
+A replica that does not hold the lease keeps trying to take it and does nothing else, so a dozen
+replicas sweep like one; when the leader dies, another takes over once its lease expires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+
+from bot.clusters.fleet import describe_error
+from bot.monitor.events import EventQueue
+from bot.monitor.lease import LeaderLease
+from bot.monitor.nodes import NodeMonitor
+
+log = logging.getLogger(__name__)
+FIRST_SWEEP_DELAY = 5.0  # seconds after start: let the lease settle and the AWS sessions warm up
+
+
+class MonitorRunner:
+    def __init__(
+        self,
+        *,
+        monitor: NodeMonitor,
+        lease: LeaderLease,
+        sweep_seconds: int,
+        tz: ZoneInfo,
+        queue: EventQueue | None = None,
+    ) -> None:
+        self._monitor = monitor
+        self._lease = lease
+        self._sweep_seconds = sweep_seconds
+        self._tz = tz
+        self._queue = queue
+        self._stop = asyncio.Event()
+        self._lease_task: asyncio.Task[None] | None = None
+        self._consumer: asyncio.Task[None] | None = None
+        self.scheduler = AsyncIOScheduler(timezone=tz)
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._lease_task = loop.create_task(self._lease.run(self._stop))
+        self.scheduler.add_job(
+            self._sweep,
+            IntervalTrigger(seconds=self._sweep_seconds, timezone=self._tz),
+            id="node_sweep",
+            next_run_time=datetime.now(self._tz) + timedelta(seconds=FIRST_SWEEP_DELAY),
+            max_instances=1,  # a slow sweep is not stacked on by the next one
+            coalesce=True,
+        )
+        self.scheduler.start()
+        if self._queue is not None:
+            self._consumer = loop.create_task(self._consume(self._queue))
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=False)
+        if self._consumer is not None:
+            self._consumer.cancel()  # a long poll may take 20 s to return; its messages come back later
+        # The lease loop ends on the event and releases the lease, so another replica takes over at once.
+        await asyncio.gather(*(t for t in (self._lease_task, self._consumer) if t), return_exceptions=True)
+
+    async def _sweep(self) -> None:
+        if not self._lease.held:
+            return
+        try:
+            report = await self._monitor.sweep()
+        except Exception:
+            log.exception("node sweep failed")
+            return
+        if report.opened or report.closed or report.skipped_orgs:
+            log.info("sweep: %s", report)
+
+    async def _consume(self, queue: EventQueue) -> None:
+        while not self._stop.is_set():
+            if not self._lease.held:
+                await asyncio.sleep(1.0)
+                continue
+            try:
+                received = await asyncio.to_thread(queue.receive)
+            except Exception as error:
+                log.warning("reading the event queue: %s", describe_error(error))
+                await asyncio.sleep(5.0)
+                continue
+            done = []
+            for message in received:
+                if message.hint is None:
+                    if message.problem:
+                        log.warning("event %s ignored: %s", message.message_id, message.problem)
+                    done.append(message.receipt_handle)
+                    continue
+                try:
+                    outcome = await self._monitor.handle_event(message.hint)
+                except Exception as error:  # left on the queue: it comes back after its visibility timeout
+                    log.warning("event %s not handled yet: %s", message.hint.event_id, describe_error(error))
+                    continue
+                log.info("event %s (%s): %s", message.hint.event_id, message.hint.detail_type, outcome)
+                done.append(message.receipt_handle)
+            if done:
+                try:
+                    await asyncio.to_thread(queue.delete, done)
+                except Exception as error:
+                    log.warning("deleting handled events: %s", describe_error(error))

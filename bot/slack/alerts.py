@@ -1,0 +1,185 @@
+"""Block Kit for failed-node alerts: the message in the org's channel (edited as the episode moves), the
+grouped message of a storm, thread notes, and the compact line in the coordination channel."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from bot.clusters.model import Backend, Cluster, Health
+from bot.slack.blocks import Block, Reply, context, escape, fit, header, section, sections, when
+
+ACK_ACTION = "alert_ack"
+REPLACE_ACTION = "alert_replace"
+REBOOT_ACTION = "alert_reboot"
+SILENCE_HOURS = (1, 4, 24)
+SILENCE_ACTION = "alert_silence_{hours}"  # one action id per button: Slack wants them unique in a block
+NODES_LISTED = 30
+
+
+def _duration(start: datetime, end: datetime) -> str:
+    minutes = max(0, round((end - start).total_seconds() / 60))
+    return f"{minutes} min" if minutes < 120 else f"{minutes / 60:.1f} h"
+
+
+def _group_health(cluster: Cluster | None, group: str) -> str:
+    if cluster is None:
+        return "unknown"
+    nodes = [node for node in cluster.nodes if node.group == group]
+    healthy = sum(1 for node in nodes if node.health is Health.HEALTHY)
+    return f"{healthy}/{len(nodes)} healthy"
+
+
+def _recovery(cluster: Cluster | None) -> str:
+    if cluster is None or cluster.backend is not Backend.HYPERPOD:
+        return "Slurm replaces failed static nodes" if cluster is not None else "unknown"
+    mode = cluster.extra.get("node_recovery", "")
+    return {"Automatic": "Automatic (HyperPod reboots or replaces it)", "None": "Off: act on it yourself"}.get(
+        mode, mode or "unknown"
+    )
+
+
+def _buttons(episode: Any, *, backend: str, node_actions: bool) -> Block:
+    value = str(episode.storm_id or episode.id)
+    elements: list[dict[str, Any]] = []
+    if not episode.acked_by:
+        elements.append(_button(ACK_ACTION, "Acknowledge", value, style="primary"))
+    if node_actions and backend == Backend.HYPERPOD.value:
+        elements.append(_button(REPLACE_ACTION, "Replace node", value))
+        elements.append(_button(REBOOT_ACTION, "Reboot node", value))
+    elements += [_button(SILENCE_ACTION.format(hours=h), f"Silence {h} h", value) for h in SILENCE_HOURS]
+    return {"type": "actions", "block_id": f"alert:{value}", "elements": elements}
+
+
+def _button(action_id: str, text: str, value: str, *, style: str | None = None) -> dict[str, Any]:
+    button: dict[str, Any] = {
+        "type": "button",
+        "action_id": action_id,
+        "text": {"type": "plain_text", "text": text},
+        "value": value,
+    }
+    if style:
+        button["style"] = style
+    return button
+
+
+def _footer(episode: Any, tz: ZoneInfo, silenced_until: datetime | None) -> list[str]:
+    parts = [f"Episode #{episode.id}"]
+    if episode.reopened:
+        parts.append(f"failed again {episode.reopened} time" + ("s" if episode.reopened > 1 else ""))
+    if episode.acked_by:
+        parts.append(f"acknowledged by <@{episode.acked_by}> at {when(episode.acked_at, tz)}")
+    if silenced_until is not None:
+        parts.append(f"cluster silenced until {when(silenced_until, tz)}")
+    return parts
+
+
+def node_alert(
+    episode: Any,
+    *,
+    cluster: Cluster | None,
+    org_name: str,
+    tz: ZoneInfo,
+    now: datetime,
+    silenced_until: datetime | None = None,
+) -> Reply:
+    """One failing node (or a failed cluster), as the org channel sees it; edited as it moves."""
+    ref = f"{episode.org_id}/{episode.cluster_name}"
+    is_open = episode.state == "open"
+    backend = Backend(episode.backend)
+    if episode.kind == "cluster":
+        what = f"`{ref}` is {episode.status}" if is_open else f"cluster `{ref}`"
+    else:
+        what = f"node `{episode.node_ids[-1]}` of `{ref}`"
+    if is_open:
+        title = f"{'Cluster failed' if episode.kind == 'cluster' else 'Node failed'}: {what}"
+    else:
+        title = f"Recovered after {_duration(episode.opened_at, episode.closed_at or now)}: {what}"
+    fields = [f"*Org*\n{escape(org_name)} (`{episode.org_id}`)", f"*Cluster*\n`{ref}` · {backend.label}"]
+    if episode.kind == "node":
+        history = " → ".join(f"`{node_id}`" for node_id in episode.node_ids)
+        fields += [
+            f"*Group*\n`{escape(episode.group_name)}` · {episode.instance_type}",
+            f"*Node*\n{history}",
+            f"*Group health now*\n{_group_health(cluster, episode.group_name)}",
+            f"*Node recovery*\n{_recovery(cluster)}",
+        ]
+    fields += [
+        f"*Status*\n`{escape(episode.status)}`" + (f": {escape(episode.message)[:300]}" if episode.message else ""),
+        f"*Failed at*\n{when(episode.opened_at, tz)}",
+    ]
+    icon = ":red_circle:" if is_open else ":large_green_circle:"
+    body: list[Block] = [section(f"{icon} *{title}*"), section(" ", fields=fields)]
+    if not is_open and episode.kind == "node":
+        body.append(section(f"Node-hours lost: {episode.node_hours_lost:.2f} ({episode.instance_type})"))
+    if is_open:
+        body.append(_buttons(episode, backend=episode.backend, node_actions=episode.kind == "node"))
+    body.append(context(" · ".join(_footer(episode, tz, silenced_until))))
+    text = title.replace("`", "") + (f": {episode.status} {episode.message}".rstrip() if is_open else "")
+    return Reply(text=text[:3000], blocks=body, public=True)
+
+
+def storm_alert(
+    episodes: Sequence[Any],
+    *,
+    cluster: Cluster | None,
+    org_name: str,
+    tz: ZoneInfo,
+    silenced_until: datetime | None = None,
+) -> Reply:
+    """Many nodes of one cluster failing at once: one message listing them, not one message each."""
+    first = episodes[0]
+    ref = f"{first.org_id}/{first.cluster_name}"
+    still = [e for e in episodes if e.state == "open"]
+    title = (
+        f":rotating_light: {len(episodes)} nodes of `{ref}` failed together ({len(still)} still failing)"
+        if still
+        else f":large_green_circle: All {len(episodes)} nodes of `{ref}` recovered"
+    )
+    lines = [
+        f"{':red_circle:' if e.state == 'open' else ':large_green_circle:'} `{e.node_ids[-1]}` · "
+        f"{escape(e.group_name)} · `{escape(e.status)}`" + (f" {escape(e.message)[:120]}" if e.message else "")
+        for e in episodes[:NODES_LISTED]
+    ]
+    if len(episodes) > NODES_LISTED:
+        lines.append(f"…and {len(episodes) - NODES_LISTED} more (`/cluster nodes {first.cluster_name} --failed`)")
+    groups = sorted({e.group_name for e in episodes})
+    health = " · ".join(f"{escape(g)}: {_group_health(cluster, g)}" for g in groups)
+    body: list[Block] = [
+        header(f"{len(episodes)} nodes failed: {first.cluster_name}"),
+        section(title, fields=[f"*Org*\n{escape(org_name)}", f"*Failed at*\n{when(first.opened_at, tz)}"]),
+        *sections(lines),
+        section(f"*Group health now*: {health} · *Node recovery*: {_recovery(cluster)}"),
+    ]
+    if still:
+        body.append(_buttons(first, backend=first.backend, node_actions=False))
+    body.append(context(" · ".join(_footer(first, tz, silenced_until))))
+    text = f"{ref}: {len(episodes)} nodes failed together, {len(still)} still failing"
+    return Reply(text=text, blocks=fit(body, overflow="{hidden} more blocks"), public=True)
+
+
+def coordination_line(episodes: Sequence[Any], *, channel: str, now: datetime) -> Reply:
+    """The compact line in the coordination channel; edited when the episode ends."""
+    first = episodes[0]
+    ref = f"{first.org_id}/{first.cluster_name}"
+    open_count = sum(1 for e in episodes if e.state == "open")
+    if first.kind == "cluster":
+        what = f"cluster {first.status}" + (f" ({escape(first.message)[:100]})" if first.message else "")
+    elif len(episodes) > 1:
+        what = f"{len(episodes)} nodes failed together"
+    else:
+        what = f"node `{first.node_ids[-1]}` {escape(first.status)}" + (
+            f" ({escape(first.message)[:100]})" if first.message else ""
+        )
+    if open_count:
+        text = f":red_circle: `{ref}`: {what} · details in <#{channel}>"
+    else:
+        took = _duration(first.opened_at, max((e.closed_at or now) for e in episodes))
+        text = f":large_green_circle: `{ref}`: {what} · recovered after {took} · <#{channel}>"
+    return Reply(text=text.replace("`", ""), blocks=[section(text)], public=True)
+
+
+def thread_note(text: str) -> Reply:
+    return Reply(text=text.replace("`", ""), blocks=[section(text)], public=True)

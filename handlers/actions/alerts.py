@@ -1,0 +1,145 @@
+"""Buttons on a failed-node alert: Acknowledge, Replace node, Reboot node, Silence 1/4/24 h.
+
+Each acks first, authorizes (operators of the alert's org and admins), then lets bot.monitor or
+bot.operations act, answers the clicker, and records it in the audit log.
+"""
+
+from __future__ import annotations
+
+import re
+from logging import Logger
+from typing import Any
+
+from slack_bolt.context.ack.async_ack import AsyncAck
+
+from bot.access import Action
+from bot.clusters.fleet import describe_error
+from bot.clusters.model import Backend
+from bot.clusters.progress import Kind
+from bot.services import Services
+from bot.slack import blocks
+from storage.models import Episode, Outcome
+
+INTERNAL_ERROR = "Pitcrew hit an internal error handling that click. It is logged; nothing was changed twice."
+UNKNOWN = "This alert is not known (any more)."
+SILENCE_HOURS = re.compile(r"alert_silence_(\d{1,2})")
+
+
+async def _episode_for(
+    services: Services, body: dict[str, Any], *, command: str
+) -> tuple[Episode | None, blocks.Reply | None]:
+    """The clicked alert's episode if the clicker may act on it; else the answer saying why not."""
+    user_id = body["user"]["id"]
+    value = str(body["actions"][0].get("value") or "")[:32]
+    row = await services.monitor.episode(value)
+    if row is None:
+        return None, blocks.problem(UNKNOWN)
+    decision = services.access.decide(user_id=user_id, action=Action.OPERATE, org_id=row.org_id)
+    if not decision.allowed:
+        _audit(services, body, row, command=command, outcome=Outcome.REFUSED, detail=decision.reason)
+        return None, blocks.refusal(decision.reason)
+    return row, None
+
+
+def _audit(
+    services: Services, body: dict[str, Any], row: Episode, *, command: str, outcome: Outcome, detail: str
+) -> None:
+    services.audit.record(
+        at=services.clock(),
+        user_id=body["user"]["id"],
+        channel_id=str((body.get("channel") or {}).get("id") or ""),
+        command=command,
+        text=f"episode {row.id} {row.org_id}/{row.cluster_name} " + " ".join(row.node_ids[-1:]),
+        outcome=outcome,
+        org_id=row.org_id,
+        detail=detail,
+    )
+
+
+async def acknowledge_callback(ack: AsyncAck, body: dict[str, Any], context: dict[str, Any], logger: Logger) -> None:
+    await ack()
+    services: Services = context["services"]
+    reply: blocks.Reply | None
+    try:
+        row, reply = await _episode_for(services, body, command="alert_ack")
+        if row is not None:
+            why_not = await services.monitor.acknowledge(row, user_id=body["user"]["id"])
+            _audit(services, body, row, command="alert_ack", outcome=Outcome.DONE, detail=why_not or "acknowledged")
+            reply = blocks.problem(why_not) if why_not else None
+    except Exception:
+        logger.exception("acknowledging an alert failed")
+        reply = blocks.problem(INTERNAL_ERROR)
+    if reply is not None:
+        await services.poster.respond(body["response_url"], reply)
+
+
+async def silence_callback(ack: AsyncAck, body: dict[str, Any], context: dict[str, Any], logger: Logger) -> None:
+    await ack()
+    services: Services = context["services"]
+    reply: blocks.Reply | None
+    try:
+        match = SILENCE_HOURS.fullmatch(str(body["actions"][0].get("action_id")))
+        row, reply = await _episode_for(services, body, command="alert_silence")
+        if row is not None and match:
+            hours = int(match[1])
+            until = await services.monitor.silence(row, user_id=body["user"]["id"], hours=hours)
+            _audit(
+                services,
+                body,
+                row,
+                command="alert_silence",
+                outcome=Outcome.DONE,
+                detail=f"{hours} h until {until:%Y-%m-%d %H:%M} UTC",
+            )
+    except Exception:
+        logger.exception("silencing an alert failed")
+        reply = blocks.problem(INTERNAL_ERROR)
+    if reply is not None:
+        await services.poster.respond(body["response_url"], reply)
+
+
+async def node_action_callback(ack: AsyncAck, body: dict[str, Any], context: dict[str, Any], logger: Logger) -> None:
+    """Replace node / Reboot node: the same plan and Confirm as `/cluster replace|reboot`, posted in the channel."""
+    await ack()
+    services: Services = context["services"]
+    verb = "replace" if body["actions"][0].get("action_id") == "alert_replace" else "reboot"
+    reply: blocks.Reply | None
+    try:
+        row, reply = await _episode_for(services, body, command=f"alert_{verb}")
+        if row is not None:
+            reply = await _plan_node_action(services, body, row, verb)
+    except Exception:
+        logger.exception("planning a %s from an alert failed", verb)
+        reply = blocks.problem(INTERNAL_ERROR)
+    if reply is not None:
+        await services.poster.respond(body["response_url"], reply)
+
+
+async def _plan_node_action(services: Services, body: dict[str, Any], row: Episode, verb: str) -> blocks.Reply:
+    user_id = body["user"]["id"]
+    node_id = row.node_ids[-1] if row.node_ids else ""
+    try:
+        cluster = await services.fleet.get(row.org_id, Backend(row.backend), row.cluster_name)
+    except Exception as error:
+        return blocks.problem(f"Could not read `{row.org_id}/{row.cluster_name}`: {describe_error(error)}")
+    node = next((n for n in cluster.nodes if n.node_id == node_id), None) if cluster else None
+    if cluster is None or node is None:
+        return blocks.problem(f"`{node_id}` is no longer in `{row.org_id}/{row.cluster_name}`; nothing to {verb}.")
+    busy = await services.operations.busy(org_id=cluster.org, backend=cluster.backend, cluster_name=cluster.name)
+    if busy is not None:
+        return blocks.problem(blocks.busy_text(busy))
+    operation = await services.operations.propose(
+        kind=Kind.REPLACE if verb == "replace" else Kind.REBOOT,
+        org_id=cluster.org,
+        backend=cluster.backend,
+        cluster_name=cluster.name,
+        request={
+            "node_ids": [node_id],
+            "groups": [node.group],
+            "before_ids": [n.node_id for n in cluster.nodes if n.group == node.group],
+        },
+        user_id=user_id,
+        channel_id=row.channel_id,
+    )
+    _audit(services, body, row, command=f"alert_{verb}", outcome=Outcome.ALLOWED, detail=f"proposed as {operation.id}")
+    return blocks.node_action_plan(verb, cluster, [node], operation_id=operation.id)

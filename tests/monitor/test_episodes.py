@@ -1,0 +1,120 @@
+"""The episode state machine, pure: one episode per failing node, followed through replacement."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+
+from bot.clusters.model import Backend, Cluster, InstanceGroup, Node, hyperpod_node_health
+from bot.monitor.episodes import (
+    CLUSTER_KEY,
+    GONE,
+    STORM_NODES,
+    Known,
+    assess,
+    gone,
+    hours_lost,
+    with_hints,
+)
+
+T0 = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
+
+
+def node(
+    node_id: str, status: str = "Running", *, launched: datetime = T0 - timedelta(days=1), message: str = ""
+) -> Node:
+    return Node(node_id, "workers", "ml.p5.48xlarge", status, hyperpod_node_health(status), launched, message)
+
+
+def cluster(nodes: Iterable[Node], status: str = "InService", failure: str = "") -> Cluster:
+    nodes = tuple(nodes)
+    groups = (InstanceGroup("workers", "ml.p5.48xlarge", current=len(nodes), target=len(nodes)),)
+    return Cluster("kumo-labs", "c1", Backend.HYPERPOD, status, groups, nodes=nodes, failure_message=failure)
+
+
+def episode(*node_ids: str, status: str = "Failure", open: bool = True, closed_at: datetime | None = None) -> Known:
+    return Known(1, "node", node_ids, open, status, "XID 79", "workers", T0, closed_at)
+
+
+def test_a_new_failure_opens_one_episode_and_a_lasting_one_changes_nothing() -> None:
+    seen = cluster([node("i-00000001", "Failure", message="XID 79"), node("i-00000002")])
+    verdict = assess(seen, [], now=T0)
+    (opened,) = verdict.opened
+    assert (opened.node_id, opened.status, opened.message, opened.reopens) == ("i-00000001", "Failure", "XID 79", None)
+    assert not assess(seen, [episode("i-00000001")], now=T0 + timedelta(minutes=1)), "the same failure, no news"
+
+
+def test_transitional_nodes_are_not_failures() -> None:
+    assert not assess(
+        cluster([node("i-00000001", "Pending"), node("i-00000002", "DeepHealthCheckInProgress")]), [], now=T0
+    )
+
+
+def test_status_change_is_a_change_with_a_note() -> None:
+    verdict = assess(cluster([node("i-00000001", "NotFound")]), [episode("i-00000001")], now=T0)
+    (changed,) = verdict.changed
+    assert changed.status == "NotFound" and "Failure → NotFound" in changed.note
+
+
+def test_recovery_closes() -> None:
+    (closed,) = assess(cluster([node("i-00000001")]), [episode("i-00000001")], now=T0).closed
+    assert "Running again" in closed.note
+
+
+def test_a_replacement_joins_the_episode_and_closes_it_when_running() -> None:
+    failed = episode("i-00000001")
+    shutting = assess(cluster([node("i-00000001", "ShuttingDown")]), [failed], now=T0)
+    assert shutting.changed[0].status == "ShuttingDown"
+    gap = assess(cluster([node("i-00000002")]), [failed], now=T0)  # an old node, launched before the failure
+    assert gap.changed[0].status == GONE and not gap.opened
+    successor = node("i-00000009", "Pending", launched=T0 + timedelta(minutes=5))
+    joining = assess(cluster([node("i-00000002"), successor]), [failed], now=T0)
+    (changed,) = joining.changed
+    assert changed.node_ids == ("i-00000001", "i-00000009") and "replacement `i-00000009` is Pending" in changed.note
+    running = replace_status(successor, "Running")
+    done = assess(cluster([running]), [episode("i-00000001", "i-00000009", status="Pending")], now=T0)
+    assert done.closed and "i-00000009" in done.closed[0].note
+
+
+def test_a_failing_successor_stays_in_the_same_episode() -> None:
+    successor = node("i-00000009", "Failure", launched=T0 + timedelta(minutes=5), message="EFA")
+    verdict = assess(cluster([successor]), [episode("i-00000001")], now=T0)
+    assert not verdict.opened and verdict.changed[0].node_ids[-1] == "i-00000009"
+
+
+def test_failing_again_within_30_minutes_reopens() -> None:
+    closed = episode("i-00000001", open=False, closed_at=T0)
+    again = assess(cluster([node("i-00000001", "Failure")]), [closed], now=T0 + timedelta(minutes=20))
+    assert again.opened[0].reopens == 1
+    later = assess(cluster([node("i-00000001", "Failure")]), [closed], now=T0 + timedelta(minutes=40))
+    assert later.opened[0].reopens is None
+
+
+def test_many_failures_in_one_look_are_a_storm() -> None:
+    nodes = [node(f"i-{i:08x}", "Failure") for i in range(STORM_NODES)]
+    assert assess(cluster(nodes), [], now=T0).storm
+    assert not assess(cluster(nodes[:-1]), [], now=T0).storm
+
+
+def test_a_failed_cluster_is_one_cluster_episode_until_it_recovers() -> None:
+    verdict = assess(cluster([], status="Failed", failure="capacity"), [], now=T0)
+    (opened,) = verdict.opened
+    assert (opened.kind, opened.node_id, opened.message) == ("cluster", CLUSTER_KEY, "capacity")
+    known = Known(7, "cluster", (), True, "Failed", "capacity", "", T0)
+    assert not assess(cluster([], status="Failed", failure="capacity"), [known], now=T0)
+    assert assess(cluster([], status="InService"), [known], now=T0).closed[0].episode_id == 7
+
+
+def test_event_hints_mark_a_node_unhealthy_before_the_api_does() -> None:
+    seen = with_hints(cluster([node("i-00000001")]), {"i-00000001": (False, "XidHardwareFailure")})
+    (opened,) = assess(seen, [], now=T0).opened
+    assert opened.message == "XidHardwareFailure"
+
+
+def test_a_deleted_cluster_closes_its_episodes_and_hours_are_counted() -> None:
+    assert gone([episode("i-00000001")]).closed[0].note == "the cluster no longer exists"
+    assert hours_lost(T0, T0 + timedelta(minutes=90)) == 1.5
+
+
+def replace_status(n: Node, status: str) -> Node:
+    return Node(n.node_id, n.group, n.instance_type, status, hyperpod_node_health(status), n.launch_time, n.message)
