@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -43,6 +44,8 @@ class MonitorRunner:
         self._stop = asyncio.Event()
         self._lease_task: asyncio.Task[None] | None = None
         self._consumer: asyncio.Task[None] | None = None
+        # Its own thread: a long poll blocks up to 20 s, and the loop's default executor is waited for at exit.
+        self._queue_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="events")
         self.scheduler = AsyncIOScheduler(timezone=tz)
 
     async def start(self) -> None:
@@ -66,6 +69,7 @@ class MonitorRunner:
             self.scheduler.shutdown(wait=False)
         if self._consumer is not None:
             self._consumer.cancel()  # a long poll may take 20 s to return; its messages come back later
+        self._queue_thread.shutdown(wait=False, cancel_futures=True)
         # The lease loop ends on the event and releases the lease, so another replica takes over at once.
         await asyncio.gather(*(t for t in (self._lease_task, self._consumer) if t), return_exceptions=True)
 
@@ -86,7 +90,7 @@ class MonitorRunner:
                 await asyncio.sleep(1.0)
                 continue
             try:
-                received = await asyncio.to_thread(queue.receive)
+                received = await asyncio.get_running_loop().run_in_executor(self._queue_thread, queue.receive)
             except Exception as error:
                 log.warning("reading the event queue: %s", describe_error(error))
                 await asyncio.sleep(5.0)
@@ -107,6 +111,6 @@ class MonitorRunner:
                 done.append(message.receipt_handle)
             if done:
                 try:
-                    await asyncio.to_thread(queue.delete, done)
+                    await asyncio.get_running_loop().run_in_executor(self._queue_thread, queue.delete, done)
                 except Exception as error:
                     log.warning("deleting handled events: %s", describe_error(error))

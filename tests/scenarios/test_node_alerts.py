@@ -8,11 +8,15 @@ sweeps once first, so what it looks at is only what it changed."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
+import boto3
 import pytest
 
+from bot.config import MonitorConfig, ProgramConfig
 from bot.sandbox.moto_support import (
     advance_hyperpod,
     hyperpod_progress,
@@ -112,22 +116,13 @@ async def test_a_failed_node_is_alerted_once_across_sweeps_and_its_recovery_thre
     async with world.pitcrew.services.db.session() as session:
         (episode,) = [
             e
-            for e in await crud.episodes_between(session, org_id="kumo-labs", since=alert_time(), until=far())
+            for e in await crud.episodes_between(session, org_id="kumo-labs", since=EVER[0], until=EVER[1])
             if node in e.node_ids
         ]
     assert episode.state == "closed" and episode.node_hours_lost >= 0 and episode.instance_type == "ml.p5.48xlarge"
 
 
-def alert_time() -> Any:
-    from datetime import UTC, datetime
-
-    return datetime(2000, 1, 1, tzinfo=UTC)
-
-
-def far() -> Any:
-    from datetime import UTC, datetime
-
-    return datetime(2100, 1, 1, tzinfo=UTC)
+EVER = (datetime(2000, 1, 1, tzinfo=UTC), datetime(2100, 1, 1, tzinfo=UTC))
 
 
 async def test_a_replaced_node_stays_in_one_episode(world: Sandbox, seeded_aws: SeededAws) -> None:
@@ -231,3 +226,82 @@ async def test_two_instances_on_one_database_post_a_failure_once(
         async with services.db.session() as session:
             episodes = [e for e in await crud.open_episodes(session, org_id="kumo-labs") if node in e.node_ids]
         assert len(episodes) == 1
+
+
+async def test_an_eventbridge_event_is_alerted_without_a_sweep_and_a_duplicate_is_ignored(
+    sandbox_factory: Callable[..., Any], reseed: None, seeded_aws: SeededAws
+) -> None:
+    from tests.monitor.test_events import Wiring, documented_pattern  # the queue as docs/eventbridge.md wires it
+
+    sqs, events = boto3.client("sqs", region_name=REGION), boto3.client("events", region_name=REGION)
+    queue_url = sqs.create_queue(QueueName="pitcrew-events-scenario")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    events.put_rule(Name="pitcrew-scenario", EventPattern=json.dumps(documented_pattern()), State="ENABLED")
+    events.put_targets(Rule="pitcrew-scenario", Targets=[{"Id": "q", "Arn": queue_arn}])
+    wiring = Wiring(sqs, events, queue_url)
+
+    def with_queue(program: ProgramConfig) -> ProgramConfig:
+        return program.model_copy(update={"monitor": MonitorConfig(node_sweep_seconds=3600, event_queue_url=queue_url)})
+
+    try:
+        async with sandbox_factory(monitor=True, program_transform=with_queue) as world:
+            await world.pitcrew.ready.wait()
+            runner = world.pitcrew.services.runner
+            assert runner is not None
+            runner.scheduler.remove_job("node_sweep")  # no sweep at all: only the event can tell
+            node = running_workers(seeded_aws)[0]
+            set_hyperpod_node_status(ACCOUNT, REGION, TRAIN, node, "Failure", XID)
+            cluster_arn = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:cluster/kumo0train"
+            detail = {
+                "ClusterName": TRAIN,
+                "ClusterArn": cluster_arn,
+                "InstanceId": node,
+                "HealthSummary": {
+                    "HealthStatus": "Unhealthy",
+                    "HealthStatusReason": "XidHardwareFailure",
+                    "RepairAction": "Replace",
+                },
+            }
+            answer = wiring.events.put_events(
+                Entries=[
+                    {
+                        "Source": "aws.sagemaker",
+                        "DetailType": "SageMaker HyperPod Cluster Node Health Event",
+                        "Detail": json.dumps(detail),
+                        "Resources": [cluster_arn],
+                    }
+                ]
+            )
+            assert answer["FailedEntryCount"] == 0
+            alert = await world.slack.wait_for(
+                lambda m: node in m.text and m.channel == KUMO and m.thread_ts is None, timeout=15
+            )
+            assert XID in body(alert)
+            # The same event delivered again (SQS at-least-once, or SageMaker repeating itself): no new message.
+            event_id = answer["Entries"][0]["EventId"]
+            duplicate = {
+                "version": "0",
+                "id": event_id,
+                "detail-type": "SageMaker HyperPod Cluster Node Health Event",
+                "source": "aws.sagemaker",
+                "region": REGION,
+                "time": "2026-11-29T00:00:00Z",
+                "resources": [cluster_arn],
+                "detail": detail,
+            }
+            wiring.sqs.send_message(QueueUrl=queue_url, MessageBody=json.dumps(duplicate))
+            for _ in range(50):
+                attributes = wiring.sqs.get_queue_attributes(
+                    QueueUrl=queue_url,
+                    AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+                )["Attributes"]
+                if attributes == {"ApproximateNumberOfMessages": "0", "ApproximateNumberOfMessagesNotVisible": "0"}:
+                    break
+                await asyncio.sleep(0.2)
+            else:
+                raise AssertionError(f"events left on the queue: {attributes}")
+            assert len(alerts_about(world, node)) == 1
+    finally:
+        events.remove_targets(Rule="pitcrew-scenario", Ids=["q"])
+        events.delete_rule(Name="pitcrew-scenario")
+        sqs.delete_queue(QueueUrl=queue_url)
