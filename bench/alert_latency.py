@@ -20,6 +20,7 @@ import asyncio
 import json
 import os
 import platform
+import random
 import statistics
 import sys
 import time
@@ -100,9 +101,12 @@ async def measure(rounds: int) -> None:
         await asyncio.sleep(8)  # the first sweep alerts the seeded failures; start after it
         times: dict[str, list[float]] = {"sweep": [], "event": []}
         nodes = workers()
+        rng = random.Random(7)
         for round_ in range(rounds * 2):
             path = "event" if round_ % 2 else "sweep"
             node = nodes[round_]
+            # A random moment in the sweep cycle: rounds would otherwise lock to the sweep's phase.
+            await asyncio.sleep(rng.uniform(0, SWEEP_SECONDS))
             started = time.perf_counter()
             set_hyperpod_node_status(ACCOUNT, REGION, CLUSTER, node, "Failure", "GPU XID 79 (bench)")
             if path == "event":

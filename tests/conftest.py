@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from bot.config import ProgramConfig, load_program
 from bot.sandbox.moto_support import reset_moto_server, start_moto_server
 from bot.sandbox.seed import SeedReport, seed_program
 from bot.sandbox.world import EXAMPLE_PROGRAM, aws_environment
+from storage.db import Database
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,6 +64,15 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     if not base:
         pytest.skip("PITCREW_TEST_POSTGRES_URL is not set")
     yield from _fresh_postgres(base)
+
+
+@pytest.fixture
+async def db(database_url: str) -> AsyncIterator[Database]:
+    """A migrated database of its own for the test: SQLite, and Postgres when configured."""
+    database = Database(url=database_url)
+    await database.upgrade()
+    yield database
+    await database.dispose()
 
 
 @dataclass(frozen=True)

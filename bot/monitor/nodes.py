@@ -39,6 +39,7 @@ from storage.db import Database
 from storage.models import Episode, Silence, utcnow
 
 log = logging.getLogger(__name__)
+EVENTS_REMEMBERED = timedelta(days=1)  # far longer than SQS's redelivery and SageMaker's repeats
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,8 @@ class NodeMonitor:
                 verdict = gone([_known(r) for r in mine])
                 await self._apply(listing.org, key[0], key[1], None, verdict, mine)
                 closed += len(verdict.closed)
+        async with self._db.session() as session:  # event ids are only needed while SQS may redeliver them
+            await crud.forget_events_seen(session, before=self._clock() - EVENTS_REMEMBERED)
         return SweepReport(len(listings), clusters, tuple(skipped), opened, closed)
 
     async def check(self, org_id: str, backend: Backend, name: str, *, hints: Mapping[str, tuple[bool, str]]) -> None:

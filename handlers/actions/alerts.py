@@ -7,6 +7,7 @@ bot.operations act, answers the clicker, and records it in the audit log.
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from logging import Logger
 from typing import Any
 
@@ -56,63 +57,62 @@ def _audit(
     )
 
 
-async def acknowledge_callback(ack: AsyncAck, body: dict[str, Any], context: dict[str, Any], logger: Logger) -> None:
-    await ack()
+async def _act(
+    body: dict[str, Any],
+    context: dict[str, Any],
+    logger: Logger,
+    *,
+    command: str,
+    act: Callable[[Services, Episode], Awaitable[blocks.Reply | None]],
+) -> None:
+    """Authorize the click on its alert, act, and answer the clicker when there is something to say."""
     services: Services = context["services"]
     reply: blocks.Reply | None
     try:
-        row, reply = await _episode_for(services, body, command="alert_ack")
+        row, reply = await _episode_for(services, body, command=command)
         if row is not None:
-            why_not = await services.monitor.acknowledge(row, user_id=body["user"]["id"])
-            _audit(services, body, row, command="alert_ack", outcome=Outcome.DONE, detail=why_not or "acknowledged")
-            reply = blocks.problem(why_not) if why_not else None
+            reply = await act(services, row)
     except Exception:
-        logger.exception("acknowledging an alert failed")
+        logger.exception("%s on an alert failed", command)
         reply = blocks.problem(INTERNAL_ERROR)
     if reply is not None:
         await services.poster.respond(body["response_url"], reply)
+
+
+async def acknowledge_callback(ack: AsyncAck, body: dict[str, Any], context: dict[str, Any], logger: Logger) -> None:
+    await ack()
+
+    async def acknowledge(services: Services, row: Episode) -> blocks.Reply | None:
+        why_not = await services.monitor.acknowledge(row, user_id=body["user"]["id"])
+        _audit(services, body, row, command="alert_ack", outcome=Outcome.DONE, detail=why_not or "acknowledged")
+        return blocks.problem(why_not) if why_not else None  # done: the alert itself shows who
+
+    await _act(body, context, logger, command="alert_ack", act=acknowledge)
 
 
 async def silence_callback(ack: AsyncAck, body: dict[str, Any], context: dict[str, Any], logger: Logger) -> None:
     await ack()
-    services: Services = context["services"]
-    reply: blocks.Reply | None
-    try:
-        match = SILENCE_HOURS.fullmatch(str(body["actions"][0].get("action_id")))
-        row, reply = await _episode_for(services, body, command="alert_silence")
-        if row is not None and match:
-            hours = int(match[1])
-            until = await services.monitor.silence(row, user_id=body["user"]["id"], hours=hours)
-            _audit(
-                services,
-                body,
-                row,
-                command="alert_silence",
-                outcome=Outcome.DONE,
-                detail=f"{hours} h until {until:%Y-%m-%d %H:%M} UTC",
-            )
-    except Exception:
-        logger.exception("silencing an alert failed")
-        reply = blocks.problem(INTERNAL_ERROR)
-    if reply is not None:
-        await services.poster.respond(body["response_url"], reply)
+    match = SILENCE_HOURS.fullmatch(str(body["actions"][0].get("action_id")))
+    hours = int(match[1]) if match else 1
+
+    async def silence(services: Services, row: Episode) -> blocks.Reply | None:
+        until = await services.monitor.silence(row, user_id=body["user"]["id"], hours=hours)
+        detail = f"{hours} h, until {until:%Y-%m-%d %H:%M} UTC"
+        _audit(services, body, row, command="alert_silence", outcome=Outcome.DONE, detail=detail)
+        return None  # the alert's thread says it
+
+    await _act(body, context, logger, command="alert_silence", act=silence)
 
 
 async def node_action_callback(ack: AsyncAck, body: dict[str, Any], context: dict[str, Any], logger: Logger) -> None:
     """Replace node / Reboot node: the same plan and Confirm as `/cluster replace|reboot`, posted in the channel."""
     await ack()
-    services: Services = context["services"]
     verb = "replace" if body["actions"][0].get("action_id") == "alert_replace" else "reboot"
-    reply: blocks.Reply | None
-    try:
-        row, reply = await _episode_for(services, body, command=f"alert_{verb}")
-        if row is not None:
-            reply = await _plan_node_action(services, body, row, verb)
-    except Exception:
-        logger.exception("planning a %s from an alert failed", verb)
-        reply = blocks.problem(INTERNAL_ERROR)
-    if reply is not None:
-        await services.poster.respond(body["response_url"], reply)
+
+    async def plan(services: Services, row: Episode) -> blocks.Reply | None:
+        return await _plan_node_action(services, body, row, verb)
+
+    await _act(body, context, logger, command=f"alert_{verb}", act=plan)
 
 
 async def _plan_node_action(services: Services, body: dict[str, Any], row: Episode, verb: str) -> blocks.Reply:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -23,14 +22,6 @@ class Clock:
 
     def advance(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)
-
-
-@pytest.fixture
-async def db(database_url: str) -> AsyncIterator[Database]:
-    database = Database(url=database_url)
-    await database.upgrade()
-    yield database
-    await database.dispose()
 
 
 def lease(db: Database, holder: str, clock: Clock, **kwargs: float) -> LeaderLease:

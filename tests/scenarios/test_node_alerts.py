@@ -10,11 +10,12 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
 import pytest
+from sqlalchemy import update
 
 from bot.config import MonitorConfig, ProgramConfig
 from bot.sandbox.moto_support import (
@@ -27,6 +28,7 @@ from bot.sandbox.moto_support import (
 from bot.sandbox.slack_workspace import Message
 from bot.sandbox.world import Sandbox
 from storage import crud
+from storage.models import Silence
 from tests.conftest import SeededAws
 from tests.scenarios.conftest import COORDINATION, body
 
@@ -185,6 +187,15 @@ async def test_ack_shows_who_and_silence_holds_back_new_messages(world: Sandbox,
     async with world.pitcrew.services.db.session() as session:
         entries = await crud.audit_entries(session, org_id="kumo-labs")
     assert {("alert_ack", "done"), ("alert_silence", "done")} <= {(e.command, e.outcome) for e in entries}
+
+    # The hour is over: the next failure gets a message of its own again.
+    async with world.pitcrew.services.db.session() as session:
+        await session.exec(update(Silence).values(until=datetime.now(UTC) - timedelta(seconds=1)))
+        await session.commit()
+    third = running_workers(seeded_aws)[0]
+    set_hyperpod_node_status(ACCOUNT, REGION, TRAIN, third, "Failure", XID)
+    await sweep(world)
+    assert len(alerts_about(world, third)) == 1
 
 
 async def test_a_viewer_cannot_press_replace(world: Sandbox, seeded_aws: SeededAws) -> None:

@@ -4,10 +4,8 @@ their nodes; silences; events seen once; the leader lease."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
-import pytest
 from sqlalchemy import inspect
 
 from storage import crud
@@ -16,14 +14,6 @@ from storage.models import Episode, Silence
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 KEY = {"org_id": "kumo-labs", "backend": "hyperpod", "cluster_name": "kumo-p5"}
-
-
-@pytest.fixture
-async def db(database_url: str) -> AsyncIterator[Database]:
-    database = Database(url=database_url)
-    await database.upgrade()
-    yield database
-    await database.dispose()
 
 
 def utc(at: datetime | None) -> datetime | None:

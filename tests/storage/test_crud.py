@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
-import pytest
 from sqlalchemy import inspect
 
 from bot.audit import AuditLog
@@ -15,14 +13,6 @@ from storage.db import Database
 from storage.models import ClusterSeen, Operation, OperationStatus, Org, Outcome
 
 T0 = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-async def db(database_url: str) -> AsyncIterator[Database]:
-    database = Database(url=database_url)
-    await database.upgrade()
-    yield database
-    await database.dispose()
 
 
 def org(org_id: str, name: str = "Org", at: datetime = T0) -> Org:
