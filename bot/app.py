@@ -9,6 +9,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -27,7 +28,11 @@ from bot.clusters.accounts import AwsAccounts
 from bot.clusters.fleet import Fleet
 from bot.clusters.templates import load_templates
 from bot.config import ProgramConfig, Settings
+from bot.ingest_api import ingest_routes
+from bot.monitor.cloudwatch import CloudWatchPull
+from bot.monitor.desk import AlertDesk
 from bot.monitor.events import EventQueue
+from bot.monitor.jobs import ThroughputMonitor
 from bot.monitor.lease import LeaderLease, default_holder
 from bot.monitor.nodes import NodeMonitor
 from bot.monitor.runner import MonitorRunner
@@ -80,7 +85,9 @@ def build_services(
         cache_seconds=settings.pitcrew_cache_seconds,
     )
     poster, audit = Poster(client=client), AuditLog(db=db)
-    monitor = NodeMonitor(db=db, fleet=fleet, poster=poster, program=program)
+    desk = AlertDesk(db=db, poster=poster, program=program)
+    monitor = NodeMonitor(desk=desk, fleet=fleet)
+    throughput = ThroughputMonitor(desk=desk, keep_raw=timedelta(days=settings.pitcrew_throughput_raw_days))
     runner = None
     if settings.pitcrew_monitor:
         queue_url = program.monitor.event_queue_url
@@ -91,8 +98,11 @@ def build_services(
         )
         runner = MonitorRunner(
             monitor=monitor,
+            throughput=throughput,
+            cloudwatch=CloudWatchPull(db=db, accounts=accounts, program=program),
             lease=LeaderLease(db=db, name="monitor", holder=default_holder()),
             sweep_seconds=program.monitor.node_sweep_seconds,
+            throughput_seconds=settings.pitcrew_throughput_check_seconds,
             tz=ZoneInfo(program.timezone),
             queue=queue,
         )
@@ -109,6 +119,7 @@ def build_services(
             db=db, fleet=fleet, poster=poster, audit=audit, access=access, tz=ZoneInfo(program.timezone)
         ),
         monitor=monitor,
+        throughput=throughput,
         runner=runner,
     )
 
@@ -167,6 +178,11 @@ def build_app(
     routes: list[BaseRoute] = [
         Route("/slack/events", slack_events, methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
+        *ingest_routes(
+            db=services.db,
+            clock=services.clock,
+            max_age=timedelta(days=settings.pitcrew_throughput_raw_days),
+        ),
         *(extra_routes or []),
     ]
     pitcrew = Pitcrew(bolt=bolt, services=services, asgi=Starlette(routes=routes, lifespan=lifespan))

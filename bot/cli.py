@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import getpass
+import json
 import logging
 import sys
 from pathlib import Path
@@ -84,6 +86,61 @@ def db_upgrade(settings: Settings) -> int:
     return 0
 
 
+async def _create_token(database_url: str, org_id: str, created_by: str) -> str:
+    from bot.monitor.tokens import create_token
+    from storage.db import Database
+
+    db = Database(url=database_url)
+    try:
+        await db.upgrade()
+        return await create_token(db, org_id=org_id, created_by=created_by)
+    finally:
+        await db.dispose()
+
+
+def token_create(settings: Settings, org_id: str, created_by: str | None) -> int:
+    program = _program(settings)
+    if program.org(org_id) is None:
+        known = ", ".join(org.id for org in program.orgs) or "none"
+        print(f"unknown org {org_id!r}: {settings.pitcrew_config} lists {known}", file=sys.stderr)
+        return 1
+    if created_by is None:
+        try:
+            created_by = getpass.getuser()
+        except (KeyError, OSError):
+            created_by = ""
+    token = asyncio.run(_create_token(settings.database_url, org_id, created_by))
+    print(f"Ingest token for {org_id} (shown only once; Pitcrew stores only its hash, so keep it now):")
+    print(token)
+    print(
+        "Send it with each POST /api/v1/throughput as the header 'Authorization: Bearer <token>' "
+        "(see Throughput ingest in the README)."
+    )
+    return 0
+
+
+def throughput_replay(path: Path, *, stall_after: float, drop_ratio: float, sustain: float) -> int:
+    """Print the detector's episodes over a recorded trace, one JSON object per line (tuning thresholds)."""
+    from datetime import timedelta
+
+    from bot.monitor.replay import ReplayError, replay_csv
+    from bot.monitor.throughput import Thresholds
+
+    thresholds = Thresholds(
+        stall_after=timedelta(minutes=stall_after), drop_ratio=drop_ratio, sustain=timedelta(minutes=sustain)
+    )
+    try:
+        for episode in replay_csv(path, thresholds):
+            print(json.dumps(episode), flush=False)
+    except OSError as error:
+        print(f"cannot read {path}: {error.strerror}", file=sys.stderr)
+        return 1
+    except ReplayError as error:
+        print(f"{path}: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def demo(host: str, port: int, open_browser: bool) -> int:
     from bot.app import prefer_the_event_loop
     from bot.sandbox.demo import run_demo
@@ -109,6 +166,22 @@ def parser() -> argparse.ArgumentParser:
     db = sub.add_parser("db", help="database maintenance")
     db_sub = db.add_subparsers(dest="db_command", required=True)
     db_sub.add_parser("upgrade", help="apply migrations")
+    throughput = sub.add_parser("throughput", help="training-throughput tools")
+    throughput_sub = throughput.add_subparsers(dest="throughput_command", required=True)
+    replay = throughput_sub.add_parser(
+        "replay", help="run the stall detector over a recorded CSV trace; print one JSON line per episode"
+    )
+    replay.add_argument(
+        "file", type=Path, metavar="FILE.csv", help="header: ts,org,cluster,job,tokens_per_second,event"
+    )
+    replay.add_argument("--stall-after", type=float, default=10.0, metavar="MIN", help="minutes (default 10)")
+    replay.add_argument("--drop-ratio", type=float, default=0.6, metavar="R", help="of the baseline (default 0.6)")
+    replay.add_argument("--sustain", type=float, default=5.0, metavar="MIN", help="minutes (default 5)")
+    token = sub.add_parser("token", help="API tokens of the throughput ingest endpoint")
+    token_sub = token.add_subparsers(dest="token_command", required=True)
+    token_new = token_sub.add_parser("create", help="create an org's ingest token and print it (once)")
+    token_new.add_argument("org", metavar="ORG", help="an org id from the program file")
+    token_new.add_argument("--by", dest="created_by", help="who it is for or who made it (default: $USER)")
     return top
 
 
@@ -126,6 +199,12 @@ def main(argv: list[str] | None = None) -> int:
         return serve(settings, args.host, args.port)
     if args.command == "socket":
         return socket(settings)
+    if args.command == "throughput":
+        return throughput_replay(
+            args.file, stall_after=args.stall_after, drop_ratio=args.drop_ratio, sustain=args.sustain
+        )
+    if args.command == "token":
+        return token_create(settings, args.org, args.created_by)
     return db_upgrade(settings)
 
 

@@ -27,6 +27,7 @@ USAGE = {
     "replace": "/cluster replace CLUSTER NODE... [--dry-run]   (NODE: instance id, e.g. i-0123456789abcdef0)",
     "reboot": "/cluster reboot CLUSTER NODE... [--dry-run]   (NODE: instance id, e.g. i-0123456789abcdef0)",
     "delete": "/cluster delete CLUSTER",
+    "throughput": "/cluster throughput CLUSTER [--hours N] [--public]   (CLUSTER or ORG/CLUSTER)",
     "audit": "/cluster audit [ORG] [--days N]",
 }
 SUMMARY = {
@@ -41,6 +42,7 @@ SUMMARY = {
     "replace": "replace HyperPod nodes with new hardware (their volumes are wiped), after Confirm",
     "reboot": "reboot HyperPod nodes, after Confirm",
     "delete": "delete a cluster, after typing its name to confirm",
+    "throughput": "training throughput of a cluster's jobs now, against their baselines, with a chart",
 }
 NEEDS = {
     "help": None,
@@ -53,9 +55,11 @@ NEEDS = {
     "replace": Action.OPERATE,
     "reboot": Action.OPERATE,
     "delete": Action.OPERATE,
+    "throughput": Action.VIEW,
     "audit": Action.OPERATE,
 }
-PLANNED = ("throughput",)
+PLANNED: tuple[str, ...] = ()  # subcommands named in DESIGN.md that a later issue builds
+MAX_THROUGHPUT_HOURS = 72
 MAX_AUDIT_DAYS = 90
 TEMPLATE_ID = re.compile(r"[a-z][a-z0-9-]{1,62}")
 GROUP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,62}(?:/[A-Za-z0-9][A-Za-z0-9-]{0,62})?")
@@ -148,6 +152,13 @@ class DeleteCluster:
     cluster: ClusterRef
 
 
+@dataclass(frozen=True)
+class ShowThroughput:
+    cluster: ClusterRef
+    hours: int = 6
+    public: bool = False
+
+
 ClusterCommand = (
     Help
     | ListClusters
@@ -159,6 +170,7 @@ ClusterCommand = (
     | ScaleGroup
     | NodeAction
     | DeleteCluster
+    | ShowThroughput
 )
 
 
@@ -210,6 +222,8 @@ def parse_cluster_command(text: str) -> ClusterCommand:
         return _audit(args, usage)
     if sub in ("scale", "replace", "reboot", "delete"):
         return _change(sub, args, usage)
+    if sub == "throughput":
+        return _throughput(args, usage)
     flags = {arg for arg in args if arg.startswith("--")}
     positional = [arg for arg in args if not arg.startswith("--")]
     allowed_flags = {
@@ -341,3 +355,23 @@ def _change(sub: str, args: list[str], usage: str) -> ScaleGroup | NodeAction | 
             usage,
         )
     return NodeAction(verb=sub, cluster=ref, node_ids=tuple(dict.fromkeys(rest)), dry_run=dry_run)
+
+
+def _throughput(args: list[str], usage: str) -> ShowThroughput:
+    hours, public, positional = 6, False, []
+    words = iter(args)
+    for word in words:
+        if word == "--hours":
+            value = next(words, None)
+            if value is None or not value.isdigit() or not 1 <= int(value) <= MAX_THROUGHPUT_HOURS:
+                raise UsageError(f"`--hours` takes a whole number from 1 to {MAX_THROUGHPUT_HOURS}.", usage)
+            hours = int(value)
+        elif word == "--public":
+            public = True
+        elif word.startswith("--"):
+            raise UsageError(f"`{_shown(word)}` is not an option of `/cluster throughput`.", usage)
+        else:
+            positional.append(word)
+    if len(positional) != 1:
+        raise UsageError("`/cluster throughput` needs one cluster name.", usage)
+    return ShowThroughput(cluster=_cluster_ref(positional[0], usage), hours=hours, public=public)

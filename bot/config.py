@@ -54,6 +54,11 @@ class Settings(BaseSettings):
     # The node monitor (sweeps and the EventBridge queue) on the leader replica; off for a replica that
     # should only answer commands, and in tests that drive the monitor themselves.
     pitcrew_monitor: bool = True
+    # How often active training jobs are run through their detectors (on the leader).
+    pitcrew_throughput_check_seconds: float = Field(default=60.0, ge=1, le=3600)
+    # Days raw throughput samples are kept (one-minute rollups are kept longer); also the oldest `ts` the
+    # ingest API accepts.
+    pitcrew_throughput_raw_days: int = Field(default=14, ge=1, le=3650)
 
     @field_validator("slack_api_url")
     @classmethod

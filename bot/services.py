@@ -16,6 +16,7 @@ from bot.clusters.fleet import Fleet
 from bot.clusters.model import Cluster
 from bot.clusters.templates import TemplateSet
 from bot.config import ProgramConfig, Settings
+from bot.monitor.jobs import ThroughputMonitor
 from bot.monitor.nodes import NodeMonitor
 from bot.monitor.runner import MonitorRunner
 from bot.operations import Operations
@@ -39,6 +40,7 @@ class Services:
     templates: TemplateSet
     operations: Operations
     monitor: NodeMonitor
+    throughput: ThroughputMonitor
     runner: MonitorRunner | None = None  # sweeps and the event queue, on the leader replica (if enabled)
     clock: Callable[[], datetime] = utcnow
     _background: set[asyncio.Task[None]] = field(default_factory=set)

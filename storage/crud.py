@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, insert, or_, update
+from sqlalchemy import case, delete, func, insert, or_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import (
+    ApiToken,
     AuditEntry,
     ClusterSeen,
     Episode,
@@ -23,6 +24,8 @@ from storage.models import (
     OperationStatus,
     Org,
     Silence,
+    ThroughputRollup,
+    ThroughputSample,
 )
 
 
@@ -345,3 +348,161 @@ async def forget_events_seen(session: AsyncSession, *, before: datetime) -> int:
     result = await session.exec(delete(EventSeen).where(col(EventSeen.received_at) < before))
     await session.commit()
     return int(result.rowcount or 0)
+
+
+async def add_token(session: AsyncSession, *, token: ApiToken) -> ApiToken:
+    """Store an API token (its hash; the token itself is never stored)."""
+    session.add(token)
+    await session.commit()
+    return token
+
+
+async def token_by_hash(session: AsyncSession, *, token_hash: str) -> ApiToken | None:
+    """The token with this sha256 hex, unless it was revoked."""
+    query = select(ApiToken).where(ApiToken.token_hash == token_hash, col(ApiToken.revoked_at).is_(None))
+    return (await session.exec(query)).first()
+
+
+# Rows per INSERT: well under the bound-parameter limits of SQLite (32766) and Postgres (32767).
+_CHUNK = 500
+
+
+def _minute(at: datetime) -> datetime:
+    at = at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+    return at.replace(second=0, microsecond=0)
+
+
+def _rollup_rows(samples: Sequence[ThroughputSample]) -> list[dict[str, Any]]:
+    """The samples that carry a value, combined per (org, cluster, job, minute): one row per key, as one
+    upsert must not touch a row twice (Postgres refuses that)."""
+    rows: dict[tuple[str, str, str, datetime], dict[str, Any]] = {}
+    for sample in samples:
+        value = sample.value
+        if value is None:
+            continue
+        key = (sample.org_id, sample.cluster, sample.job, _minute(sample.ts))
+        row = rows.get(key)
+        if row is None:
+            rows[key] = {
+                "org_id": key[0],
+                "cluster": key[1],
+                "job": key[2],
+                "minute": key[3],
+                "count": 1,
+                "total": value,
+                "min": value,
+                "max": value,
+            }
+        else:
+            row["count"] += 1
+            row["total"] += value
+            row["min"] = min(row["min"], value)
+            row["max"] = max(row["max"], value)
+    return list(rows.values())
+
+
+async def add_samples(session: AsyncSession, *, samples: Sequence[ThroughputSample]) -> int:
+    """Store raw samples and fold them into their one-minute rollups, in one transaction: all or nothing.
+    Returns how many samples were stored."""
+    if not samples:
+        return 0
+    stored = [sample.model_dump(exclude={"id"}) for sample in samples]
+    rollups = _rollup_rows(samples)
+    table = ThroughputRollup.__table__.c  # type: ignore[attr-defined]
+    try:
+        for start in range(0, len(rollups), _CHUNK):
+            statement = _dialect_insert(session)(ThroughputRollup).values(rollups[start : start + _CHUNK])
+            new = statement.excluded
+            statement = statement.on_conflict_do_update(
+                index_elements=["org_id", "cluster", "job", "minute"],
+                set_={
+                    "count": table["count"] + new["count"],
+                    "total": table["total"] + new["total"],
+                    # CASE rather than LEAST/GREATEST (Postgres) or min()/max() of two (SQLite): both have it.
+                    "min": case((new["min"] < table["min"], new["min"]), else_=table["min"]),
+                    "max": case((new["max"] > table["max"], new["max"]), else_=table["max"]),
+                },
+            )
+            await session.exec(statement)
+        for start in range(0, len(stored), _CHUNK):
+            await session.exec(insert(ThroughputSample).values(stored[start : start + _CHUNK]))
+        await session.commit()
+    except BaseException:
+        await session.rollback()
+        raise
+    return len(stored)
+
+
+async def samples(
+    session: AsyncSession, *, org_id: str, cluster: str, job: str | None, since: datetime, until: datetime
+) -> Sequence[ThroughputSample]:
+    """Raw samples of one cluster's jobs (job None: every job) with since <= ts < until, in time order."""
+    query = (
+        select(ThroughputSample)
+        .where(
+            ThroughputSample.org_id == org_id,
+            ThroughputSample.cluster == cluster,
+            col(ThroughputSample.ts) >= since,
+            col(ThroughputSample.ts) < until,
+        )
+        .order_by(col(ThroughputSample.ts), col(ThroughputSample.id))
+    )
+    if job is not None:
+        query = query.where(ThroughputSample.job == job)
+    return (await session.exec(query)).all()
+
+
+async def rollups(
+    session: AsyncSession, *, org_id: str, cluster: str, job: str | None, since: datetime, until: datetime
+) -> Sequence[ThroughputRollup]:
+    """One-minute rollups of one cluster's jobs (job None: every job) with since <= minute < until, in time
+    order (then by job)."""
+    query = (
+        select(ThroughputRollup)
+        .where(
+            ThroughputRollup.org_id == org_id,
+            ThroughputRollup.cluster == cluster,
+            col(ThroughputRollup.minute) >= since,
+            col(ThroughputRollup.minute) < until,
+        )
+        .order_by(col(ThroughputRollup.minute), col(ThroughputRollup.job))
+    )
+    if job is not None:
+        query = query.where(ThroughputRollup.job == job)
+    return (await session.exec(query)).all()
+
+
+async def active_jobs(session: AsyncSession, *, since: datetime) -> list[tuple[str, str, str]]:
+    """(org, cluster, job) of every job with a raw sample at or after since, sorted."""
+    query = (
+        select(ThroughputSample.org_id, ThroughputSample.cluster, ThroughputSample.job)
+        .where(col(ThroughputSample.ts) >= since)
+        .distinct()
+        .order_by(col(ThroughputSample.org_id), col(ThroughputSample.cluster), col(ThroughputSample.job))
+    )
+    return [(org, cluster, job) for org, cluster, job in (await session.exec(query)).all()]
+
+
+async def prune_samples(session: AsyncSession, *, before: datetime) -> int:
+    """Drop raw samples with ts before a time (retention); the rollups stay. Returns how many."""
+    result = await session.exec(delete(ThroughputSample).where(col(ThroughputSample.ts) < before))
+    await session.commit()
+    return int(result.rowcount or 0)
+
+
+async def latest_sample_times(session: AsyncSession, *, org_id: str) -> dict[tuple[str, str], datetime]:
+    """The newest raw sample's ts per (cluster, job) of one org (events included): where a pull of that
+    job's history resumes. Served by the (org_id, cluster, job, ts) index."""
+    newest = func.max(ThroughputSample.ts)
+    query = (
+        select(ThroughputSample.cluster, ThroughputSample.job, newest)
+        .where(ThroughputSample.org_id == org_id)
+        .group_by(col(ThroughputSample.cluster), col(ThroughputSample.job))
+    )
+    found: dict[tuple[str, str], datetime] = {}
+    for cluster, job, ts in (await session.exec(query)).all():
+        if ts is not None:
+            # max() hands back what the driver gives: SQLite has no zone (nor, through func.max, the column's
+            # type decorator), so make it aware UTC here.
+            found[(cluster, job)] = ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
+    return found

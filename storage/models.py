@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, Column, DateTime, Dialect, Index, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Column, DateTime, Dialect, Index, Integer, UniqueConstraint
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
 
@@ -213,3 +213,72 @@ class EventSeen(SQLModel, table=True):
 
     event_id: str = Field(primary_key=True, max_length=128)
     received_at: datetime = _utc_column(nullable=False)
+
+
+class ApiToken(SQLModel, table=True):
+    """A per-org bearer token for the HTTP ingest API. Only its sha256 is stored; the token itself is printed
+    once by `pitcrew token create ORG`. `prefix` (its first characters) tells tokens apart in lists."""
+
+    __tablename__ = "api_tokens"
+    __table_args__ = (UniqueConstraint("token_hash", name="uq_api_tokens_token_hash"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    org_id: str = Field(max_length=40, index=True)
+    token_hash: str = Field(max_length=64)  # sha256 hex of the token
+    prefix: str = Field(max_length=12)
+    created_at: datetime = _utc_column(nullable=False)
+    created_by: str = Field(default="", max_length=64)
+    revoked_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime()))
+
+
+# BIGINT on Postgres; SQLite autoincrements only an INTEGER PRIMARY KEY (its rowid, 64-bit anyway).
+_BIG_ID = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class ThroughputSample(SQLModel, table=True):
+    """One raw throughput sample of a training job (posted to the ingest API or pulled from CloudWatch).
+    Kept for PITCREW_THROUGHPUT_RAW_DAYS; the one-minute rollups outlive it. A sample carries one value,
+    tokens_per_second or samples_per_second, or none when it only marks an event (job start or end)."""
+
+    __tablename__ = "throughput_samples"
+    __table_args__ = (
+        Index("ix_throughput_samples_key_ts", "org_id", "cluster", "job", "ts"),
+        Index("ix_throughput_samples_ts", "ts"),
+    )
+
+    id: int | None = Field(default=None, sa_column=Column(_BIG_ID, primary_key=True, autoincrement=True))
+    org_id: str = Field(max_length=40)
+    cluster: str = Field(max_length=63)
+    job: str = Field(max_length=128)
+    ts: datetime = _utc_column(nullable=False)
+    tokens_per_second: float | None = None
+    samples_per_second: float | None = None
+    step: int | None = Field(default=None, sa_column=Column(BigInteger(), nullable=True))
+    event: str | None = Field(default=None, max_length=8)  # "start" | "end"
+    received_at: datetime = _utc_column(nullable=False)
+
+    @property
+    def value(self) -> float | None:
+        """The sample's throughput, whichever unit it came in."""
+        return self.tokens_per_second if self.tokens_per_second is not None else self.samples_per_second
+
+
+class ThroughputRollup(SQLModel, table=True):
+    """One minute of one job's throughput (samples that carry a value): count, sum, min, max. Upserted with
+    every ingested batch, so several batches in one minute combine; kept after the raw samples are pruned."""
+
+    __tablename__ = "throughput_rollups"
+    __table_args__ = (Index("ix_throughput_rollups_minute", "minute"),)
+
+    org_id: str = Field(primary_key=True, max_length=40)
+    cluster: str = Field(primary_key=True, max_length=63)
+    job: str = Field(primary_key=True, max_length=128)
+    minute: datetime = Field(sa_column=Column(UtcDateTime(), primary_key=True))  # ts floored to the minute
+    count: int = 0
+    total: float = 0.0  # sum of the values
+    min: float = 0.0
+    max: float = 0.0
+
+    @property
+    def mean(self) -> float:
+        return self.total / self.count if self.count else 0.0

@@ -16,6 +16,7 @@ from bot.commands import (
     NodeAction,
     ScaleGroup,
     ShowAudit,
+    ShowThroughput,
     UsageError,
     parse_cluster_command,
 )
@@ -42,6 +43,7 @@ from bot.commands import (
         ),
         ("reboot c1 i-0abcdef0 --dry-run", NodeAction("reboot", ClusterRef("c1"), ("i-0abcdef0",), dry_run=True)),
         ("delete sakura-ai/c1", DeleteCluster(cluster=ClusterRef("c1", "sakura-ai"))),
+        ("throughput c1 --hours 12 --public", ShowThroughput(cluster=ClusterRef("c1"), hours=12, public=True)),
         ("audit", ShowAudit(org=None)),
         ("audit Kumo-Labs --days 30", ShowAudit(org="kumo-labs", days=30)),
         (
@@ -79,7 +81,9 @@ def test_parses(text: str, expected: object) -> None:
         ("status クラスタ", "is not a cluster name", "/cluster status"),
         ("nodes c1 --fialed", "`--fialed` is not an option", "/cluster nodes"),
         ("status 'unclosed", "quote", "/cluster list"),
-        ("throughput c1", "not available in this version", "/cluster list"),
+        ("throughput", "needs one cluster name", "/cluster throughput"),
+        ("throughput c1 --hours 0", "from 1 to 72", "/cluster throughput"),
+        ("throughput c1 --since 3", "`--since` is not an option", "/cluster throughput"),
         ("scale", "needs a cluster name", "/cluster scale"),
         ("scale c1 workers", "needs a cluster, a group and the new node count", "/cluster scale"),
         ("scale c1 workers four", "whole number from 0 to 10,000", "/cluster scale"),

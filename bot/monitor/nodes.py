@@ -11,14 +11,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from zoneinfo import ZoneInfo
 
 from bot.clusters.fleet import Fleet, describe_error
 from bot.clusters.model import Backend, Cluster
-from bot.config import ProgramConfig
+from bot.monitor.desk import AlertDesk
 from bot.monitor.episodes import (
     CLUSTER_KEY,
     REOPEN_WINDOW,
@@ -33,10 +32,8 @@ from bot.monitor.episodes import (
 from bot.monitor.events import NodeHint
 from bot.slack import alerts
 from bot.slack.blocks import Reply, when
-from bot.slack.poster import Poster
 from storage import crud
-from storage.db import Database
-from storage.models import Episode, Silence, utcnow
+from storage.models import Episode, Silence
 
 log = logging.getLogger(__name__)
 EVENTS_REMEMBERED = timedelta(days=1)  # far longer than SQS's redelivery and SageMaker's repeats
@@ -66,21 +63,13 @@ def _known(row: Episode) -> Known:
 
 
 class NodeMonitor:
-    def __init__(
-        self,
-        *,
-        db: Database,
-        fleet: Fleet,
-        poster: Poster,
-        program: ProgramConfig,
-        clock: Callable[[], datetime] = utcnow,
-    ) -> None:
-        self._db = db
+    def __init__(self, *, desk: AlertDesk, fleet: Fleet) -> None:
+        self._desk = desk
+        self._db = desk.db
         self._fleet = fleet
-        self._poster = poster
-        self._program = program
-        self._clock = clock
-        self._tz = ZoneInfo(program.timezone)
+        self._program = desk.program
+        self._clock = desk.clock
+        self._tz = desk.tz
         self._locks: dict[tuple[str, str, str], asyncio.Lock] = defaultdict(asyncio.Lock)
 
     # ------------------------------------------------------------------ looking
@@ -162,7 +151,7 @@ class NodeMonitor:
             values = {"status": change.status, "message": change.message[:1000], "updated_at": now}
             if change.node_ids:
                 values["node_ids"] = list(change.node_ids)
-            await self._update(row, values)
+            await self._desk.update(row, values)
             if change.note:
                 await self._note(row, change.note, cluster, silence)
         for closing in verdict.closed:
@@ -190,7 +179,7 @@ class NodeMonitor:
                     "failing_since": now,
                     "updated_at": now,
                 }
-                await self._update(row, values)
+                await self._desk.update(row, values)
                 note = f":red_circle: Failed again within 30 minutes: `{opening.status}` {opening.message}".strip()
                 await self._note(row, note, cluster, silence)
                 continue
@@ -199,12 +188,6 @@ class NodeMonitor:
                 new_rows.append(added)
         if new_rows:
             await self._announce(new_rows, cluster, silence, storm=verdict.storm)
-
-    async def _update(self, row: Episode, values: dict[str, object]) -> None:
-        async with self._db.session() as session:
-            await crud.update_episode(session, episode_id=row.id or 0, values=values)
-        for key, value in values.items():
-            setattr(row, key, value)
 
     async def _open(self, org_id: str, backend: str, name: str, opening: Opened, now: datetime) -> Episode | None:
         org = self._program.org(org_id)
@@ -236,22 +219,22 @@ class NodeMonitor:
 
     # ------------------------------------------------------------------ posting
 
-    def _org_name(self, org_id: str) -> str:
-        org = self._program.org(org_id)
-        return org.name if org else org_id
-
     async def _render(self, row: Episode, cluster: Cluster | None, silence: Silence | None) -> Reply:
         until = silence.until if silence else None
+        if row.kind == "job":  # a training job's throughput episode (bot.monitor.jobs)
+            return alerts.job_alert(
+                row, org_name=self._desk.org_name(row.org_id), tz=self._tz, now=self._clock(), silenced_until=until
+            )
         if row.storm_id is not None:
             async with self._db.session() as session:
                 members = list(await crud.storm_episodes(session, storm_id=row.storm_id))
             return alerts.storm_alert(
-                members, cluster=cluster, org_name=self._org_name(row.org_id), tz=self._tz, silenced_until=until
+                members, cluster=cluster, org_name=self._desk.org_name(row.org_id), tz=self._tz, silenced_until=until
             )
         return alerts.node_alert(
             row,
             cluster=cluster,
-            org_name=self._org_name(row.org_id),
+            org_name=self._desk.org_name(row.org_id),
             tz=self._tz,
             now=self._clock(),
             silenced_until=until,
@@ -265,40 +248,40 @@ class NodeMonitor:
             return
         if silence is not None:  # stored and shown in the silenced alert's thread, no new message
             for row in rows:
-                await self._update(row, {"silenced": True, "message_ts": silence.thread_ts})
+                await self._desk.update(row, {"silenced": True, "message_ts": silence.thread_ts})
                 what = f"node `{row.node_ids[-1]}`" if row.node_ids else "the cluster"
                 note = f":mute: While silenced: {what} {row.status} {row.message}".strip()
-                await self._post(silence.channel_id, alerts.thread_note(note), thread_ts=silence.thread_ts)
+                await self._desk.post(silence.channel_id, alerts.thread_note(note), thread_ts=silence.thread_ts)
             return
         groups = [rows] if storm else [[row] for row in rows]
         for members in groups:
             first = members[0]
             if len(members) > 1:
                 for row in members:
-                    await self._update(row, {"storm_id": first.id})
+                    await self._desk.update(row, {"storm_id": first.id})
             reply = await self._render(first, cluster, None)
-            ts = await self._post(channel, reply)
+            ts = await self._desk.post(channel, reply)
             line = alerts.coordination_line(members, channel=channel, now=self._clock())
-            coordination_ts = await self._post(self._program.coordination_channel, line)
+            coordination_ts = await self._desk.post(self._program.coordination_channel, line)
             for row in members:
-                await self._update(row, {"message_ts": ts, "coordination_ts": coordination_ts})
+                await self._desk.update(row, {"message_ts": ts, "coordination_ts": coordination_ts})
 
     async def _note(self, row: Episode, note: str, cluster: Cluster | None, silence: Silence | None) -> None:
         """A line in the episode's thread, and its message edited to match."""
         if not row.message_ts or not row.channel_id:
             return
         thread_channel = silence.channel_id if row.silenced and silence else row.channel_id
-        await self._post(thread_channel, alerts.thread_note(note), thread_ts=row.message_ts)
+        await self._desk.post(thread_channel, alerts.thread_note(note), thread_ts=row.message_ts)
         if row.silenced:
             return
-        await self._edit(row.channel_id, row.message_ts, await self._render(row, cluster, silence))
+        await self._desk.edit(row.channel_id, row.message_ts, await self._render(row, cluster, silence))
         if row.coordination_ts:
             members = [row]
             if row.storm_id is not None:
                 async with self._db.session() as session:
                     members = list(await crud.storm_episodes(session, storm_id=row.storm_id))
             line = alerts.coordination_line(members, channel=row.channel_id, now=self._clock())
-            await self._edit(self._program.coordination_channel, row.coordination_ts, line)
+            await self._desk.edit(self._program.coordination_channel, row.coordination_ts, line)
 
     async def refresh(self, row: Episode) -> None:
         """Edit an episode's message after an acknowledgement or a silence."""
@@ -309,24 +292,12 @@ class NodeMonitor:
                 session, org_id=row.org_id, backend=row.backend, cluster_name=row.cluster_name, now=self._clock()
             )
         try:
-            cluster = await self._fleet.get(row.org_id, Backend(row.backend), row.cluster_name)
+            known = row.backend in {b.value for b in Backend}  # a job's episode has no cluster backend to read
+            cluster = await self._fleet.get(row.org_id, Backend(row.backend), row.cluster_name) if known else None
         except Exception as error:  # the message keeps its other facts; group health shows as unknown
             log.warning("refreshing episode %s: %s", row.id, describe_error(error))
             cluster = None
-        await self._edit(row.channel_id, row.message_ts, await self._render(row, cluster, silence))
-
-    async def _post(self, channel: str, reply: Reply, *, thread_ts: str | None = None) -> str | None:
-        try:
-            return await self._poster.post(channel=channel, reply=reply, thread_ts=thread_ts)
-        except Exception as error:  # Slack down: the episode is stored; the next change posts again
-            log.warning("could not post an alert in %s: %s", channel, describe_error(error))
-            return None
-
-    async def _edit(self, channel: str, ts: str, reply: Reply) -> None:
-        try:
-            await self._poster.update(channel=channel, ts=ts, reply=reply)
-        except Exception as error:
-            log.warning("could not edit alert %s in %s: %s", ts, channel, describe_error(error))
+        await self._desk.edit(row.channel_id, row.message_ts, await self._render(row, cluster, silence))
 
     # ------------------------------------------------------------------ people acting on alerts
 
@@ -349,11 +320,11 @@ class NodeMonitor:
             return f"<@{row.acked_by}> acknowledged this already, at {when(row.acked_at, self._tz)}."
         now = self._clock()
         for member in await self._members(row):
-            await self._update(member, {"acked_by": user_id, "acked_at": now})
+            await self._desk.update(member, {"acked_by": user_id, "acked_at": now})
         row.acked_by, row.acked_at = user_id, now
         if row.message_ts:
             note = f":eyes: <@{user_id}> acknowledged this at {when(now, self._tz)}."
-            await self._post(row.channel_id, alerts.thread_note(note), thread_ts=row.message_ts)
+            await self._desk.post(row.channel_id, alerts.thread_note(note), thread_ts=row.message_ts)
         await self.refresh(row)
         return None
 
@@ -380,7 +351,7 @@ class NodeMonitor:
                 f":mute: <@{user_id}> silenced `{row.org_id}/{row.cluster_name}` for {hours} h, until "
                 f"{when(until, self._tz)}. New failures meanwhile are listed in this thread."
             )
-            await self._post(row.channel_id, alerts.thread_note(note), thread_ts=row.message_ts)
+            await self._desk.post(row.channel_id, alerts.thread_note(note), thread_ts=row.message_ts)
         await self.refresh(row)
         return until
 

@@ -18,7 +18,9 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from bot.clusters.fleet import describe_error
+from bot.monitor.cloudwatch import CloudWatchPull
 from bot.monitor.events import EventQueue
+from bot.monitor.jobs import ThroughputMonitor
 from bot.monitor.lease import LeaderLease
 from bot.monitor.nodes import NodeMonitor
 
@@ -31,12 +33,18 @@ class MonitorRunner:
         self,
         *,
         monitor: NodeMonitor,
+        throughput: ThroughputMonitor,
+        cloudwatch: CloudWatchPull,
         lease: LeaderLease,
         sweep_seconds: int,
+        throughput_seconds: float,
         tz: ZoneInfo,
         queue: EventQueue | None = None,
     ) -> None:
         self._monitor = monitor
+        self._throughput = throughput
+        self._cloudwatch = cloudwatch
+        self._throughput_seconds = throughput_seconds
         self._lease = lease
         self._sweep_seconds = sweep_seconds
         self._tz = tz
@@ -57,6 +65,20 @@ class MonitorRunner:
             id="node_sweep",
             next_run_time=datetime.now(self._tz) + timedelta(seconds=FIRST_SWEEP_DELAY),
             max_instances=1,  # a slow sweep is not stacked on by the next one
+            coalesce=True,
+        )
+        self.scheduler.add_job(
+            self._pull_cloudwatch,
+            IntervalTrigger(seconds=self._sweep_seconds, timezone=self._tz),
+            id="cloudwatch_pull",
+            max_instances=1,
+            coalesce=True,
+        )
+        self.scheduler.add_job(
+            self._check_throughput,
+            IntervalTrigger(seconds=self._throughput_seconds, timezone=self._tz),
+            id="throughput_check",
+            max_instances=1,
             coalesce=True,
         )
         self.scheduler.start()
@@ -83,6 +105,29 @@ class MonitorRunner:
             return
         if report.opened or report.closed or report.skipped_orgs:
             log.info("sweep: %s", report)
+
+    async def _pull_cloudwatch(self) -> None:
+        """Orgs whose throughput is a CloudWatch metric: new datapoints join the ingested samples."""
+        if not self._lease.held:
+            return
+        try:
+            stored = await self._cloudwatch.pull()
+        except Exception:
+            log.exception("CloudWatch throughput pull failed")
+            return
+        if stored:
+            log.info("CloudWatch: %d throughput sample(s) stored", stored)
+
+    async def _check_throughput(self) -> None:
+        if not self._lease.held:
+            return
+        try:
+            changed = await self._throughput.check()
+        except Exception:
+            log.exception("throughput check failed")
+            return
+        if changed:
+            log.info("throughput: %d episode(s) opened or closed", changed)
 
     async def _consume(self, queue: EventQueue) -> None:
         while not self._stop.is_set():

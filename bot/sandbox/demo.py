@@ -8,14 +8,16 @@ import logging
 import time
 import webbrowser
 
-from bot.config import MonitorConfig, ProgramConfig, load_program
+from bot.config import MonitorConfig, ProgramConfig, StallConfig, load_program
 from bot.sandbox.moto_support import set_hyperpod_progress, start_moto_server
 from bot.sandbox.seed import seed_program
+from bot.sandbox.training import TrainingSimulator, sandbox_jobs
 from bot.sandbox.world import EXAMPLE_PROGRAM, Sandbox, aws_environment, run_sandbox
 from bot.slack import blocks
 
 log = logging.getLogger("pitcrew.demo")
 SWEEP_SECONDS = 15
+THROUGHPUT_CHECK_SECONDS = 10
 
 
 def welcome(sandbox: Sandbox) -> blocks.Reply:
@@ -37,6 +39,9 @@ def welcome(sandbox: Sandbox) -> blocks.Reply:
         "`/cluster replace kumo-p5-train NODE` (a node id from `/cluster nodes`), `/cluster delete kumo-p5-dev`",
         "• *Fail a node* (left, under Sandbox): the node monitor posts an alert in the org's channel and a line "
         f"here within {SWEEP_SECONDS} s; press Acknowledge, Replace node or Silence on it",
+        "• *Hang a job* / *Slow a job* (under Sandbox): a simulated training job stops or slows; within about "
+        "a minute the throughput alert with its chart appears; *Recover jobs* closes it. "
+        "`/cluster throughput kumo-p5-train` shows the rates and a chart",
         "• as *guest (no org)*: any command, to see a refusal",
         "• `/cluster help` shows what the chosen user may run.",
     ]
@@ -46,20 +51,38 @@ def welcome(sandbox: Sandbox) -> blocks.Reply:
     )
 
 
-def _quick_sweeps(program: ProgramConfig) -> ProgramConfig:
-    """Sweep every 15 s in the sandbox, so a failed node is alerted while the newcomer watches."""
-    return program.model_copy(update={"monitor": MonitorConfig(node_sweep_seconds=SWEEP_SECONDS)})
+def _quick_sandbox(program: ProgramConfig) -> ProgramConfig:
+    """Sweep every 15 s, and call a training job stalled after one silent minute (slowed down after one slow
+    minute), so what the newcomer breaks is alerted while they watch."""
+    return program.model_copy(
+        update={
+            "monitor": MonitorConfig(node_sweep_seconds=SWEEP_SECONDS),
+            "stall": StallConfig(stall_after_minutes=1, drop_ratio=0.6, sustain_minutes=1),
+        }
+    )
 
 
 async def _serve(host: str, port: int, open_browser: bool) -> None:
-    async with run_sandbox(host=host, port=port, monitor=True, program_transform=_quick_sweeps) as sandbox:
+    quick = {"pitcrew_throughput_check_seconds": THROUGHPUT_CHECK_SECONDS}
+    async with run_sandbox(
+        host=host, port=port, monitor=True, program_transform=_quick_sandbox, settings_overrides=quick
+    ) as sandbox:
         await sandbox.pitcrew.ready.wait()
+        simulator = TrainingSimulator(api_url=sandbox.bot_url, jobs=sandbox_jobs())
+        await simulator.prepare(sandbox.pitcrew.services.db)
+        sandbox.controls.simulator = simulator
+        stop = asyncio.Event()
+        training = asyncio.get_running_loop().create_task(simulator.run(stop))
         await sandbox.pitcrew.services.poster.post(channel=sandbox.program.coordination_channel, reply=welcome(sandbox))
         print(f"\n  Pitcrew sandbox: open {sandbox.world_url}  (the bot listens on {sandbox.bot_url})")  # noqa: T201
         print("  Ctrl-C stops it.\n")  # noqa: T201
         if open_browser:
             webbrowser.open(sandbox.world_url)
-        await asyncio.Event().wait()  # until interrupted
+        try:
+            await asyncio.Event().wait()  # until interrupted
+        finally:
+            stop.set()
+            await training
 
 
 def run_demo(*, host: str = "127.0.0.1", port: int = 3000, open_browser: bool = False) -> None:

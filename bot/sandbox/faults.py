@@ -6,6 +6,7 @@ Works on moto's in-process backends, as the demo runs moto (bot.sandbox.moto_sup
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.applications import Starlette
@@ -15,6 +16,7 @@ from starlette.routing import Route
 
 from bot.config import ProgramConfig
 from bot.sandbox.moto_support import set_hyperpod_node_status
+from bot.sandbox.training import TrainingSimulator
 
 FAULTS = (
     "GPU XID 79: GPU has fallen off the bus (sandbox fault)",
@@ -46,7 +48,30 @@ def fail_a_node(
     return {"org": org.id, "cluster": name, "node": node_id, "message": message}
 
 
-def faults_app(program: ProgramConfig) -> Any:
+@dataclass
+class Controls:
+    """What the sandbox page's buttons act on; the demo fills in its simulated training jobs."""
+
+    simulator: TrainingSimulator | None = None
+
+
+def faults_app(program: ProgramConfig, controls: Controls) -> Any:
+    async def job_mode(request: Request) -> JSONResponse:
+        try:
+            data = await request.json()
+        except ValueError:
+            data = {}
+        mode = str(data.get("mode") or "") if isinstance(data, dict) else ""
+        if controls.simulator is None:
+            return JSONResponse({"error": "no simulated training jobs in this sandbox"}, status_code=404)
+        try:
+            jobs = controls.simulator.set_mode(mode)
+        except ValueError as error:
+            return JSONResponse({"error": str(error)}, status_code=400)
+        if not jobs:
+            return JSONResponse({"error": "every simulated job is already hung or slow; recover them first"}, 409)
+        return JSONResponse({"mode": mode, "jobs": jobs})
+
     async def fail_node(request: Request) -> JSONResponse:
         try:
             data = await request.json()
@@ -59,4 +84,9 @@ def faults_app(program: ProgramConfig) -> Any:
             return JSONResponse({"error": str(error)}, status_code=404)
         return JSONResponse(failed)
 
-    return Starlette(routes=[Route("/sandbox/fail-node", fail_node, methods=["POST"])])
+    return Starlette(
+        routes=[
+            Route("/sandbox/fail-node", fail_node, methods=["POST"]),
+            Route("/sandbox/job", job_mode, methods=["POST"]),
+        ]
+    )

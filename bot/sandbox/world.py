@@ -13,7 +13,7 @@ import os
 import re
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from bot.app import Pitcrew, build_app, build_services, build_slack_client
 from bot.clusters.accounts import AwsAccounts
 from bot.config import ProgramConfig, Settings, load_program
 from bot.sandbox.asgi_server import serve_asgi
-from bot.sandbox.faults import faults_app
+from bot.sandbox.faults import Controls, faults_app
 from bot.sandbox.pcluster_api import ParallelClusterApi
 from bot.sandbox.slack_workspace import LocalSlack
 
@@ -86,7 +86,8 @@ class Sandbox:
     pcluster_api: ParallelClusterApi
     pitcrew: Pitcrew
     world_url: str  # local Slack (console at /) and ParallelCluster APIs
-    bot_url: str  # Pitcrew: /slack/events, /healthz
+    bot_url: str  # Pitcrew: /slack/events, /healthz, /api/v1/throughput
+    controls: Controls = field(default_factory=Controls)  # what the sandbox page's buttons act on
 
 
 def _world_app(slack: LocalSlack, pcluster_api: ParallelClusterApi, extra: dict[str, Any]) -> Any:
@@ -133,7 +134,8 @@ async def run_sandbox(
             program = sandbox_program(world_url, program_source)
             if program_transform:
                 program = program_transform(program)
-            extra["faults"] = faults_app(program)
+            controls = Controls()
+            extra["faults"] = faults_app(program, controls)
             users, channels = workspace_people(program)
             slack.users.update(users)
             slack.channels.update(channels)
@@ -150,4 +152,4 @@ async def run_sandbox(
             pitcrew = build_app(settings=settings, program=program, services=services)
             async with serve_asgi(pitcrew.asgi, host, bot_port) as bot_url:
                 slack.events_url = f"{bot_url}/slack/events"
-                yield Sandbox(program, slack, pcluster_api, pitcrew, world_url, bot_url)
+                yield Sandbox(program, slack, pcluster_api, pitcrew, world_url, bot_url, controls)

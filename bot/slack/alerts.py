@@ -183,3 +183,51 @@ def coordination_line(episodes: Sequence[Any], *, channel: str, now: datetime) -
 
 def thread_note(text: str) -> Reply:
     return Reply(text=text.replace("`", ""), blocks=[section(text)], public=True)
+
+
+JOB_KINDS = {"stall": "Training stalled", "slowdown": "Training slowed down"}
+
+
+def job_alert(
+    episode: Any, *, org_name: str, tz: ZoneInfo, now: datetime, silenced_until: datetime | None = None
+) -> Reply:
+    """A training job's throughput episode (episode.status is "stall" or "slowdown"; its message holds the
+    figures and any node failure in the same window)."""
+    ref = f"{episode.org_id}/{episode.cluster_name}"
+    is_open = episode.state == "open"
+    since = episode.failing_since or episode.opened_at
+    what = f"job `{escape(episode.node_key)}` on `{ref}`"
+    if is_open:
+        title = f"{JOB_KINDS.get(episode.status, 'Throughput anomaly')}: {what}"
+    else:
+        title = f"Throughput back after {_duration(since, episode.closed_at or now)}: {what}"
+    fields = [
+        f"*Org*\n{escape(org_name)} (`{episode.org_id}`)",
+        f"*Job*\n`{escape(episode.node_key)}` on `{escape(episode.cluster_name)}`",
+        f"*Kind*\n{'hang: no throughput' if episode.status == 'stall' else 'slowdown against its own baseline'}",
+        f"*Since*\n{when(since, tz)}",
+    ]
+    icon = ":red_circle:" if is_open else ":large_green_circle:"
+    body: list[Block] = [section(f"{icon} *{title}*"), section(" ", fields=fields)]
+    if episode.message:
+        body.append(section(escape(episode.message)[:2500]))
+    if is_open:
+        value = str(episode.id)
+        elements = [] if episode.acked_by else [_button(ACK_ACTION, "Acknowledge", value, style="primary")]
+        elements += [_button(SILENCE_ACTION.format(hours=h), f"Silence {h} h", value) for h in SILENCE_HOURS]
+        body.append({"type": "actions", "block_id": f"alert:{value}", "elements": elements})
+    body.append(context(" · ".join([*_footer(episode, tz, silenced_until), "chart in the thread"])))
+    text = title.replace("`", "") + (f": {episode.message}" if is_open and episode.message else "")
+    return Reply(text=text[:3000], blocks=body, public=True)
+
+
+def job_coordination_line(episode: Any, *, channel: str, now: datetime) -> Reply:
+    ref = f"{episode.org_id}/{episode.cluster_name}"
+    kind = JOB_KINDS.get(episode.status, "throughput anomaly").lower()
+    if episode.state == "open":
+        text = f":red_circle: `{ref}` job `{escape(episode.node_key)}`: {kind} · details in <#{channel}>"
+    else:
+        took = _duration(episode.failing_since or episode.opened_at, episode.closed_at or now)
+        job = escape(episode.node_key)
+        text = f":large_green_circle: `{ref}` job `{job}`: throughput back after {took} · <#{channel}>"
+    return Reply(text=text.replace("`", ""), blocks=[section(text)], public=True)

@@ -654,3 +654,25 @@ def audit_reply(entries: Sequence[Any], *, scope: str, days: int, tz: ZoneInfo) 
     body = sections(lines) if lines else [section("_Nothing recorded in that time._")]
     text = f"{title}: {len(entries)} entries"
     return Reply(text=text, blocks=fit([header(title), *body], overflow="{hidden} more blocks: narrow with --days"))
+
+
+def throughput_reply(
+    summaries: Sequence[Any], *, cluster: str, hours: int, tz: ZoneInfo, chart_where: str, public: bool = False
+) -> Reply:
+    """Each job's rate now against its baseline; the chart goes where `chart_where` says."""
+    icons = {"healthy": ":large_green_circle:", "stall": ":red_circle:", "slowdown": ":large_orange_circle:"}
+    lines = []
+    for s in summaries:
+        rate = f"{s.current:,.0f} {s.unit}" if s.current is not None else "no rate yet"
+        baseline = f" · baseline {s.baseline:,.0f}" if s.baseline is not None else ""
+        since = f" since {when(s.since, tz)}" if s.since else ""
+        icon = icons.get(s.state, ":white_circle:")
+        last = f"last sample {when(s.last, tz)}"
+        lines.append(f"{icon} `{escape(s.job)}` ({s.org}) · *{s.state}*{since} · {rate}{baseline} · {last}")
+    title = f"Throughput · {cluster} · last {hours} h"
+    if not lines:
+        text = f"No throughput samples for `{escape(cluster)}` in the last {hours} h that you may see."
+        hint = "Training scripts post them to `POST /api/v1/throughput` (see the README)."
+        return Reply(text=text, blocks=[section(text), context(hint)], public=public)
+    body = [header(title), *sections(lines), context(chart_where)]
+    return Reply(text=f"{title}: {len(lines)} job(s)", blocks=fit(body, overflow="{hidden} more blocks"), public=public)

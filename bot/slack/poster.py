@@ -79,6 +79,39 @@ class Poster:
     async def update(self, *, channel: str, ts: str, reply: Reply) -> None:
         await self._client.chat_update(channel=channel, ts=ts, text=reply.text, blocks=reply.blocks)
 
+    async def upload(
+        self,
+        *,
+        channel: str,
+        filename: str,
+        content: bytes,
+        title: str,
+        thread_ts: str | None = None,
+        initial_comment: str | None = None,
+    ) -> str | None:
+        """Share a file (a chart PNG) in a channel or a thread; returns its file id.
+
+        Uses `files_upload_v2`: files.getUploadURLExternal and files.completeUploadExternal go to the
+        client's base_url (SLACK_API_URL); the bytes go to the upload URL the first call returns, as given.
+        Both calls are Tier 4 (100+/min), not chat.postMessage's one-per-second, so uploads are not paced.
+        Errors (SlackApiError, SlackRequestError for a refused upload URL, network errors) propagate, as in post().
+        Returns None only if Slack answered ok without a file, which it does not do for a single file."""
+        answer = await self._client.files_upload_v2(
+            channel=channel,
+            file=content,
+            filename=filename,
+            title=title,
+            thread_ts=thread_ts,
+            initial_comment=initial_comment,
+        )
+        shared = answer.get("file") or next(iter(answer.get("files") or []), None)
+        return str(shared["id"]) if isinstance(shared, dict) and shared.get("id") else None
+
     async def open_view(self, *, trigger_id: str, view: dict[str, Any]) -> None:
         """Open a modal; Slack accepts it only within 3 seconds of the click that gave the trigger id."""
         await self._client.views_open(trigger_id=trigger_id, view=view)
+
+    async def open_dm(self, user_id: str) -> str:
+        """The id of the direct-message channel between Pitcrew and a user (for what cannot be ephemeral)."""
+        answer = await self._client.conversations_open(users=user_id)
+        return str(answer["channel"]["id"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
 from datetime import timedelta
 from logging import Logger
@@ -30,6 +31,7 @@ from bot.commands import (
     NodeAction,
     ScaleGroup,
     ShowAudit,
+    ShowThroughput,
     UsageError,
     parse_cluster_command,
 )
@@ -98,6 +100,8 @@ async def answer_cluster_command(services: Services, *, user_id: str, channel_id
         return await _node_plan(services, parsed, user_id=user_id, channel_id=channel_id)
     if isinstance(parsed, DeleteCluster):
         return await _delete_plan(services, parsed, user_id=user_id, channel_id=channel_id)
+    if isinstance(parsed, ShowThroughput):
+        return await _throughput(services, parsed, user_id=user_id, channel_id=channel_id)
     return await _one_cluster(services, parsed, user_id=user_id)
 
 
@@ -397,3 +401,34 @@ async def _delete_plan(services: Services, parsed: DeleteCluster, *, user_id: st
     return Answer(
         blocks.delete_plan(found, operation_id=operation_id), org_id=found.org, detail=f"proposed as {operation_id}"
     )
+
+
+async def _throughput(services: Services, parsed: ShowThroughput, *, user_id: str, channel_id: str) -> Answer:
+    ref = parsed.cluster
+    visible = services.access.visible_orgs(user_id)
+    if ref.org is not None and ref.org not in visible:
+        return Answer(blocks.not_found(str(ref), unreachable={}), Outcome.REFUSED, detail="org not visible")
+    org_ids = [ref.org] if ref.org else visible
+    now = services.clock()
+    summaries = await services.throughput.summary(org_ids, ref.name, hours=parsed.hours, now=now)
+    if not summaries:
+        reply = blocks.throughput_reply([], cluster=ref.name, hours=parsed.hours, tz=services.tz, chart_where="")
+        return Answer(reply, detail="no samples")
+    orgs = sorted({s.org for s in summaries})
+    # Files cannot be ephemeral: the chart goes to the channel with --public, else to the asker's DM.
+    where = channel_id if parsed.public else await services.poster.open_dm(user_id)
+    services.spawn(_send_chart(services, orgs[0], ref.name, hours=parsed.hours, channel=where))
+    chart_where = "Chart: posted below." if parsed.public else "Chart: sent to you in a direct message from Pitcrew."
+    reply = blocks.throughput_reply(
+        summaries, cluster=ref.name, hours=parsed.hours, tz=services.tz, chart_where=chart_where, public=parsed.public
+    )
+    return Answer(reply, org_id=orgs[0] if len(orgs) == 1 else None)
+
+
+async def _send_chart(services: Services, org_id: str, cluster: str, *, hours: int, channel: str) -> None:
+    try:
+        png = await services.throughput.chart(org_id, cluster, None, hours=hours, now=services.clock())
+        title = f"{org_id}/{cluster}: last {hours} h"
+        await services.poster.upload(channel=channel, filename=f"{cluster}-throughput.png", content=png, title=title)
+    except Exception:  # the reply went already; the missing chart is logged
+        logging.getLogger(__name__).exception("sending the throughput chart of %s/%s failed", org_id, cluster)

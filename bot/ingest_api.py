@@ -1,0 +1,122 @@
+"""The throughput ingest endpoint: `POST /api/v1/throughput`, authenticated with a per-org bearer token.
+
+Answers: 202 {"accepted": n}; 400/403 {"error": ..., "errors": [{"index"?, "reason"}]} with nothing stored;
+401 {"error": ...} without a valid token; 413 for a body over MAX_BODY_BYTES; 500 {"error": "internal
+error; logged"} for anything unexpected (never a stack trace).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from bot.monitor.ingest import MAX_BATCH, IngestRefused, parse_samples
+from bot.monitor.tokens import org_for_token
+from storage import crud
+from storage.db import Database
+from storage.models import ThroughputSample
+
+log = logging.getLogger(__name__)
+
+PATH = "/api/v1/throughput"
+MAX_BODY_BYTES = 1024 * 1024  # 1000 samples of ~200 bytes each fit with room to spare
+HOW_TO_GET_A_TOKEN = (
+    "send 'Authorization: Bearer <token>' with your org's ingest token; "
+    "program staff create one with `pitcrew token create ORG` (it is shown once)"
+)
+
+SamplesHook = Callable[[list[ThroughputSample]], Awaitable[None]]
+
+
+def _error(status: int, message: str, **extra: object) -> JSONResponse:
+    headers = {"WWW-Authenticate": 'Bearer realm="pitcrew"'} if status == 401 else None
+    return JSONResponse({"error": message, **extra}, status_code=status, headers=headers)
+
+
+def _bearer(request: Request) -> str | None:
+    scheme, _, token = request.headers.get("authorization", "").strip().partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _body(request: Request) -> bytes:
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise _TooLarge
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise _TooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def ingest_routes(
+    *,
+    db: Database,
+    clock: Callable[[], datetime],
+    max_age: timedelta,
+    on_samples: SamplesHook | None = None,
+) -> list[Route]:
+    """The ingest route, to mount on the app. `clock` gives aware UTC now; `max_age` is the oldest sample
+    accepted (the raw retention). `on_samples` (the live detector) gets each stored batch after the answer
+    is sent; its errors are logged, never returned to the sender."""
+
+    async def after_storing(samples: list[ThroughputSample]) -> None:
+        if on_samples is None:
+            return
+        try:
+            await on_samples(samples)
+        except Exception:
+            log.exception("the throughput hook failed on %d stored sample(s)", len(samples))
+
+    async def post_throughput(request: Request) -> Response:
+        try:
+            token = _bearer(request)
+            if token is None:
+                return _error(401, f"missing bearer token: {HOW_TO_GET_A_TOKEN}")
+            org_id = await org_for_token(db, token)
+            if org_id is None:
+                return _error(401, f"unknown or revoked token: {HOW_TO_GET_A_TOKEN}")
+            try:
+                body = await _body(request)
+            except _TooLarge:
+                return _error(
+                    413, f"body larger than {MAX_BODY_BYTES} bytes; send at most {MAX_BATCH} samples per request"
+                )
+            try:
+                samples = parse_samples(body, org_id=org_id, now=clock(), max_age=max_age)
+            except IngestRefused as refused:
+                return _error(refused.status, _summary(refused), errors=refused.errors)
+            async with db.session() as session:
+                accepted = await crud.add_samples(session, samples=samples)
+            return JSONResponse(
+                {"accepted": accepted},
+                status_code=202,
+                background=BackgroundTask(after_storing, samples) if on_samples else None,
+            )
+        except Exception:
+            log.exception("throughput ingest failed")
+            return _error(500, "internal error; logged")
+
+    return [Route(PATH, post_throughput, methods=["POST"])]
+
+
+def _summary(refused: IngestRefused) -> str:
+    bad = [e for e in refused.errors if "index" in e]
+    if refused.status == 403:
+        return f"{len(bad)} sample(s) name another org than this token's; nothing stored"
+    if bad:
+        return f"{len(bad)} sample(s) refused, so the request was refused; nothing stored"
+    return f"{refused.errors[0]['reason']}; nothing stored"

@@ -1,0 +1,62 @@
+"""What both monitors (failed nodes, training throughput) share to keep their alerts: episode rows
+updated in place, and messages posted, edited and given files through the one poster. A failure to reach
+Slack is logged, never raised: the episode is stored, and its next change posts again."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+from bot.clusters.fleet import describe_error
+from bot.config import ProgramConfig
+from bot.slack.blocks import Reply
+from bot.slack.poster import Poster
+from storage import crud
+from storage.db import Database
+from storage.models import Episode, utcnow
+
+log = logging.getLogger(__name__)
+
+
+class AlertDesk:
+    def __init__(
+        self, *, db: Database, poster: Poster, program: ProgramConfig, clock: Callable[[], datetime] = utcnow
+    ) -> None:
+        self.db = db
+        self.poster = poster
+        self.program = program
+        self.clock = clock
+        self.tz = ZoneInfo(program.timezone)
+
+    def org_name(self, org_id: str) -> str:
+        org = self.program.org(org_id)
+        return org.name if org else org_id
+
+    async def update(self, row: Episode, values: dict[str, object]) -> None:
+        async with self.db.session() as session:
+            await crud.update_episode(session, episode_id=row.id or 0, values=values)
+        for key, value in values.items():
+            setattr(row, key, value)
+
+    async def post(self, channel: str, reply: Reply, *, thread_ts: str | None = None) -> str | None:
+        try:
+            return await self.poster.post(channel=channel, reply=reply, thread_ts=thread_ts)
+        except Exception as error:
+            log.warning("could not post an alert in %s: %s", channel, describe_error(error))
+            return None
+
+    async def edit(self, channel: str, ts: str, reply: Reply) -> None:
+        try:
+            await self.poster.update(channel=channel, ts=ts, reply=reply)
+        except Exception as error:
+            log.warning("could not edit alert %s in %s: %s", ts, channel, describe_error(error))
+
+    async def upload(self, channel: str, *, filename: str, content: bytes, title: str, thread_ts: str | None) -> None:
+        try:
+            await self.poster.upload(
+                channel=channel, filename=filename, content=content, title=title, thread_ts=thread_ts
+            )
+        except Exception as error:
+            log.warning("could not upload %s to %s: %s", filename, channel, describe_error(error))

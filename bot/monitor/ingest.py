@@ -1,0 +1,259 @@
+"""Validation of throughput samples posted to the ingest API (pure: bytes in, rows or a refusal out).
+
+A body is one sample object, a JSON list of them, or {"samples": [...]}. A sample:
+    {"org": "kumo-labs", "cluster": "kumo-p5", "job": "llama-70b-run3", "ts": "2026-11-30T09:00:00Z",
+     "tokens_per_second": 412000.5, "step": 1200, "event": "start"}
+Either every sample is accepted or none is: one bad sample refuses the batch (400, a reason per bad sample),
+and a sample of another org than the token's refuses the request (403).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from storage.models import ThroughputSample
+
+MAX_BATCH = 1000
+FUTURE_SLACK = timedelta(minutes=5)  # clock skew allowed between a training host and Pitcrew
+EVENTS = ("start", "end")
+VALUE_KEYS = ("tokens_per_second", "samples_per_second")
+KEYS = ("org", "cluster", "job", "ts", *VALUE_KEYS, "step", "event")
+CLUSTER_RE = re.compile(r"[A-Za-z0-9-]{1,63}")
+JOB_RE = re.compile(r"[A-Za-z0-9._:/-]{1,128}")
+MAX_STEP = 2**63 - 1  # BIGINT
+SHAPE = 'send one sample object, a JSON list of them, or {"samples": [...]}'
+EXAMPLE = '{"org": "ORG", "cluster": "CLUSTER", "job": "JOB", "tokens_per_second": 1234.5}'
+
+
+class IngestRefused(Exception):
+    """Nothing of the request is stored. `errors` holds {"reason": ...} for the whole body, or
+    {"index": i, "reason": ...} for each bad sample (index in the posted list; 0 for a single object)."""
+
+    def __init__(self, status: int, errors: list[dict[str, Any]]) -> None:
+        super().__init__(status, errors)
+        self.status = status
+        self.errors = errors
+
+    def __str__(self) -> str:
+        return f"{self.status}: " + "; ".join(
+            (f"[{e['index']}] " if "index" in e else "") + str(e["reason"]) for e in self.errors
+        )
+
+
+def _refuse(reason: str) -> IngestRefused:
+    return IngestRefused(400, [{"reason": reason}])
+
+
+def _items(body: bytes, max_batch: int) -> list[Any]:
+    """The posted samples as decoded JSON values, before any check of their own."""
+    if not body.strip():
+        raise _refuse(f"empty body; {SHAPE}, e.g. {EXAMPLE}")
+    try:
+        data = json.loads(body)
+    except UnicodeDecodeError:
+        raise _refuse(f"the body is not UTF-8 text; {SHAPE}") from None
+    except json.JSONDecodeError as error:
+        raise _refuse(
+            f"the body is not valid JSON ({error.msg} at line {error.lineno}, column {error.colno}); "
+            f"{SHAPE}, e.g. {EXAMPLE}"
+        ) from None
+    if isinstance(data, dict) and "samples" in data:
+        extra = sorted(set(data) - {"samples"})
+        if extra:
+            raise _refuse(
+                f"unknown key(s) {', '.join(map(repr, extra))} beside 'samples'; "
+                'a batch is {"samples": [...]} and nothing else (org, cluster and job go in each sample)'
+            )
+        items = data["samples"]
+        if not isinstance(items, list):
+            raise _refuse(f"'samples' must be a JSON list of sample objects, not {_kind(items)}")
+    elif isinstance(data, dict):
+        items = [data]
+    elif isinstance(data, list):
+        items = data
+    else:
+        raise _refuse(f"the body is {_kind(data)}; {SHAPE}, e.g. {EXAMPLE}")
+    if not items:
+        raise _refuse(f"no samples: the list is empty; {SHAPE}")
+    if len(items) > max_batch:
+        raise _refuse(
+            f"{len(items)} samples in one request; at most {max_batch} are accepted: split the batch "
+            f"(posting every 30 s, one sample per job each time, is plenty)"
+        )
+    return items
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return "an object"
+
+
+def _timestamp(value: Any, *, now: datetime, max_age: timedelta) -> tuple[datetime | None, str | None]:
+    if value is None:
+        return now, None
+    if not isinstance(value, str):
+        return None, (
+            f'ts must be an ISO-8601 string such as "2026-11-30T09:00:00Z", not {_kind(value)} '
+            "(or leave ts out to use the time of receipt)"
+        )
+    try:
+        at = datetime.fromisoformat(value.strip())
+    except ValueError:
+        return None, f'ts {value!r} is not an ISO-8601 time; write it like "2026-11-30T09:00:00Z"'
+    if at.tzinfo is None or at.utcoffset() is None:
+        return None, (
+            f'ts {value!r} has no time zone; end it with Z (UTC) or an offset, e.g. "2026-11-30T09:00:00Z" '
+            "(in Python: datetime.now(timezone.utc).isoformat())"
+        )
+    at = at.astimezone(UTC)
+    if at > now + FUTURE_SLACK:
+        ahead = (at - now).total_seconds() / 60
+        return None, (
+            f"ts {value!r} is {ahead:.0f} minutes in the future (at most {FUTURE_SLACK.seconds // 60} allowed); "
+            "check the sending host's clock (NTP) or leave ts out to use the time of receipt"
+        )
+    if at < now - max_age:
+        return None, (
+            f"ts {value!r} is older than the {_age(max_age)} that raw samples are kept; "
+            "send samples as they are measured, not old history"
+        )
+    return at, None
+
+
+def _age(span: timedelta) -> str:
+    if span.days and not span.seconds:
+        return f"{span.days} day{'s' if span.days != 1 else ''}"
+    return f"{span.total_seconds() / 3600:g} hours"
+
+
+def _check(item: Any, *, org_id: str, now: datetime, max_age: timedelta) -> tuple[ThroughputSample | None, list[str]]:
+    """One sample: the row, or every problem found in it (an org mismatch is reported by the caller)."""
+    if not isinstance(item, dict):
+        return None, [f"a sample must be a JSON object like {EXAMPLE}, not {_kind(item)}"]
+    problems: list[str] = []
+    unknown = [key for key in item if key not in KEYS]
+    if unknown:
+        problems.append(f"unknown key(s) {', '.join(map(repr, unknown))}; the keys are {', '.join(KEYS)}")
+
+    org = item.get("org")
+    if org is None:
+        problems.append(f'org is missing; give the org this token belongs to: "org": "{org_id}"')
+    elif not isinstance(org, str):
+        problems.append(f'org must be a string, e.g. "org": "{org_id}"')
+
+    cluster = item.get("cluster")
+    if cluster is None:
+        problems.append('cluster is missing; give the cluster the job runs on, e.g. "cluster": "kumo-p5"')
+    elif not isinstance(cluster, str) or not CLUSTER_RE.fullmatch(cluster):
+        problems.append(
+            f"cluster {cluster!r} is not a cluster name: use the cluster's name as AWS shows it "
+            "(letters, digits and dashes, at most 63)"
+        )
+
+    job = item.get("job")
+    if job is None:
+        problems.append('job is missing; give a name that stays the same across restarts, e.g. "job": "llama-70b"')
+    elif not isinstance(job, str) or not JOB_RE.fullmatch(job):
+        problems.append(
+            f"job {job!r} is not a job name: 1 to 128 letters, digits and . _ : / - (e.g. a Slurm job name or a run id)"
+        )
+
+    ts, problem = _timestamp(item.get("ts"), now=now, max_age=max_age)
+    if problem:
+        problems.append(problem)
+
+    event = item.get("event")
+    if event is not None and event not in EVENTS:
+        problems.append(f'event {event!r} is not known; use "start" or "end" (or leave it out)')
+
+    given = [key for key in VALUE_KEYS if item.get(key) is not None]
+    values: dict[str, float] = {}
+    if len(given) > 1:
+        problems.append("give one of tokens_per_second or samples_per_second, not both")
+    elif not given and event not in EVENTS:
+        problems.append(
+            "tokens_per_second (or samples_per_second) is missing; every sample needs one, "
+            'except a "start" or "end" event'
+        )
+    for key in given:
+        value = item[key]
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            problems.append(f"{key} must be a number, not {_kind(value)} (e.g. {key}: 1234.5)")
+            continue
+        try:
+            number = float(value)
+        except OverflowError:
+            number = math.inf
+        if not math.isfinite(number) or number < 0:
+            problems.append(f"{key} must be a finite number of 0 or more, not {value!r}")
+        else:
+            values[key] = number
+
+    step = item.get("step")
+    if step is not None and (isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= MAX_STEP):
+        problems.append(f"step must be a whole number of 0 or more (the training step), not {step!r}")
+
+    if problems:
+        return None, problems
+    assert ts is not None and isinstance(org, str) and isinstance(cluster, str) and isinstance(job, str)
+    return (
+        ThroughputSample(
+            org_id=org,
+            cluster=cluster,
+            job=job,
+            ts=ts,
+            tokens_per_second=values.get("tokens_per_second"),
+            samples_per_second=values.get("samples_per_second"),
+            step=step,
+            event=event,
+            received_at=now,
+        ),
+        [],
+    )
+
+
+def parse_samples(
+    body: bytes, *, org_id: str, now: datetime, max_age: timedelta, max_batch: int = MAX_BATCH
+) -> list[ThroughputSample]:
+    """The samples of one request, posted with a token of `org_id`, received at `now` (aware UTC), none older
+    than `max_age`. Raises IngestRefused: 403 if any sample names another org, else 400 for a body that is not
+    samples or for any bad sample (one reason per bad sample, naming each problem and how to fix it)."""
+    now = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
+    items = _items(body, max_batch)
+    foreign = [
+        {
+            "index": index,
+            "reason": (
+                f"org {item['org']!r} is not this token's org ({org_id!r}): a token writes only its own org's "
+                f"samples; use a token of {item['org']!r} (pitcrew token create ORG) or send org {org_id!r}"
+            ),
+        }
+        for index, item in enumerate(items)
+        if isinstance(item, dict) and isinstance(item.get("org"), str) and item["org"] != org_id
+    ]
+    if foreign:
+        raise IngestRefused(403, foreign)
+    rows: list[ThroughputSample] = []
+    errors: list[dict[str, Any]] = []
+    for index, item in enumerate(items):
+        row, problems = _check(item, org_id=org_id, now=now, max_age=max_age)
+        if problems:
+            errors.append({"index": index, "reason": "; ".join(problems)})
+        elif row is not None:
+            rows.append(row)
+    if errors:
+        raise IngestRefused(400, errors)
+    return rows

@@ -1,0 +1,319 @@
+"""The throughput monitor: every minute (on the leader), each active training job's recent samples go
+through its detector (bot.monitor.throughput, pure), and what it says is kept as an episode, like a failed
+node's: opened once (a unique key across replicas), posted with a chart in its thread and a line in the
+coordination channel, closed when throughput is back.
+
+The detector is rebuilt from the stored samples at each check, so a restarted bot, or a new leader, knows
+exactly what the old one knew.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from bot.config import ProgramConfig
+from bot.monitor.desk import AlertDesk
+from bot.monitor.throughput import Anomaly, JobDetector, Sample, Thresholds
+from bot.slack import alerts, charts
+from bot.slack.blocks import when
+from storage import crud
+from storage.models import Episode, ThroughputSample
+
+log = logging.getLogger(__name__)
+
+BACKEND = "throughput"  # the episodes' backend for jobs: keys and silences stay apart from the nodes'
+KIND = "job"
+WINDOW = timedelta(hours=3)  # samples replayed through the detector at each check
+CHART_WINDOW = timedelta(hours=6)
+CAUSE_WINDOW = timedelta(minutes=30)
+PRUNE_EVERY = timedelta(hours=1)  # a node failure this close before the anomaly is its likely cause
+
+
+def thresholds_for(program: ProgramConfig, org_id: str) -> Thresholds:
+    org = program.org(org_id)
+    config = org.stall if org is not None and org.stall is not None else program.stall
+    return Thresholds(
+        stall_after=timedelta(minutes=config.stall_after_minutes),
+        drop_ratio=config.drop_ratio,
+        sustain=timedelta(minutes=config.sustain_minutes),
+    )
+
+
+def sample_of(row: ThroughputSample) -> Sample:
+    value = row.tokens_per_second if row.tokens_per_second is not None else row.samples_per_second
+    return Sample(ts=row.ts, value=value, event=row.event)
+
+
+def _advance(detector: JobDetector, until: datetime) -> None:
+    """Time passes to `until`, stopping at the detector's own deadlines so a stall is dated when it could
+    first be told (last good sample + stall_after), not at the next sample."""
+    for _ in range(4):  # a deadline reached opens the stall; the next one, if any, is later
+        deadline = detector.next_deadline
+        if deadline is None or deadline > until:
+            break
+        detector.advance(deadline)
+    detector.advance(until)
+
+
+def run_detector(rows: Sequence[ThroughputSample], thresholds: Thresholds, now: datetime) -> JobDetector:
+    detector = JobDetector(thresholds)
+    for row in rows:
+        _advance(detector, row.ts)
+        detector.observe(sample_of(row))
+    _advance(detector, now)
+    return detector
+
+
+def unit_of(rows: Sequence[ThroughputSample]) -> str:
+    return "samples/s" if rows and all(r.tokens_per_second is None for r in rows if r.event is None) else "tokens/s"
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    org: str
+    job: str
+    unit: str
+    last: datetime
+    current: float | None  # the latest value (None when the job only sent events)
+    baseline: float | None
+    threshold: float | None
+    state: str  # "healthy", "warming up", "ended", "stall" or "slowdown"
+    since: datetime | None  # when the anomaly began
+
+
+class ThroughputMonitor:
+    def __init__(self, *, desk: AlertDesk, keep_raw: timedelta = timedelta(days=14)) -> None:
+        self._desk = desk
+        self._keep_raw = keep_raw
+        self._pruned_at: datetime | None = None
+
+    async def check(self) -> int:
+        """Every active job (a sample within WINDOW, or an open episode) against its detector; how many
+        episodes opened or closed."""
+        now = self._desk.clock()
+        if self._pruned_at is None or now - self._pruned_at >= PRUNE_EVERY:
+            async with self._desk.db.session() as session:  # raw samples age out; minute rollups stay
+                await crud.prune_samples(session, before=now - self._keep_raw)
+            self._pruned_at = now
+        async with self._desk.db.session() as session:
+            jobs = set(await crud.active_jobs(session, since=now - WINDOW))
+            open_rows = [r for r in await crud.open_episodes(session) if r.backend == BACKEND]
+        by_job = {(r.org_id, r.cluster_name, r.node_key): r for r in open_rows}
+        changed = 0
+        for org_id, cluster, job in sorted(jobs | set(by_job)):
+            try:
+                changed += await self._check_job(org_id, cluster, job, by_job.get((org_id, cluster, job)), now)
+            except Exception:
+                log.exception("throughput check of %s/%s %s failed", org_id, cluster, job)
+        return changed
+
+    async def summary(self, org_ids: Sequence[str], cluster: str, *, hours: float, now: datetime) -> list[JobSummary]:
+        """Each job of `cluster` in those orgs that sent samples in the last `hours`, as its detector sees it."""
+        found = []
+        for org_id in org_ids:
+            rows = await self.samples(org_id, cluster, None, since=now - timedelta(hours=hours), until=now)
+            by_job: dict[str, list[ThroughputSample]] = {}
+            for row in rows:
+                by_job.setdefault(row.job, []).append(row)
+            for job, job_rows in sorted(by_job.items()):
+                detector = run_detector(job_rows, thresholds_for(self._desk.program, org_id), now)
+                values = [sample_of(r).value for r in job_rows if r.event is None]
+                anomaly = detector.current
+                if anomaly is not None:
+                    state = anomaly.kind
+                elif not detector.active:
+                    state = "ended"
+                elif detector.baseline is None:
+                    state = "warming up"
+                else:
+                    state = "healthy"
+                found.append(
+                    JobSummary(
+                        org=org_id,
+                        job=job,
+                        unit=unit_of(job_rows),
+                        last=job_rows[-1].ts,
+                        current=values[-1] if values else None,
+                        baseline=detector.baseline,
+                        threshold=detector.threshold,
+                        state=state,
+                        since=anomaly.start if anomaly else None,
+                    )
+                )
+        return found
+
+    async def samples(
+        self, org_id: str, cluster: str, job: str | None, *, since: datetime, until: datetime
+    ) -> list[ThroughputSample]:
+        async with self._desk.db.session() as session:
+            return list(await crud.samples(session, org_id=org_id, cluster=cluster, job=job, since=since, until=until))
+
+    async def _check_job(self, org_id: str, cluster: str, job: str, row: Episode | None, now: datetime) -> int:
+        rows = await self.samples(org_id, cluster, job, since=now - WINDOW, until=now + timedelta(minutes=5))
+        if not rows:
+            return 0  # silent for longer than the window: an open stall stays open until throughput is back
+        detector = run_detector(rows, thresholds_for(self._desk.program, org_id), now)
+        current = detector.current
+        if current is None:
+            if row is not None:
+                await self._close(row, detector, rows, now, note="throughput is back")
+                return 1
+            return 0
+        if row is not None and row.status == current.kind:
+            return 0
+        if row is not None:
+            await self._close(row, detector, rows, now, note=f"it became a {current.kind}")
+        await self._open(org_id, cluster, job, current, detector, rows, now)
+        return 1
+
+    def _figures(self, detector: JobDetector, anomaly: Anomaly | None, unit: str) -> str:
+        baseline = detector.baseline
+        parts = []
+        if anomaly is not None:
+            parts.append(f"Now {anomaly.current:,.0f} {unit}")
+        if baseline is not None:
+            parts.append(f"baseline {baseline:,.0f} {unit}")
+        if detector.threshold is not None:
+            parts.append(f"slowdown threshold {detector.threshold:,.0f}")
+        return ", ".join(parts) + "." if parts else ""
+
+    async def _likely_cause(self, org_id: str, cluster: str, since: datetime, now: datetime) -> str:
+        """Node failures of the same cluster in the same window: the usual cause of a hang or straggler."""
+        async with self._desk.db.session() as session:
+            episodes = await crud.episodes_between(session, org_id=org_id, since=since - CAUSE_WINDOW, until=now)
+            current = await crud.open_episodes(session, org_id=org_id)
+        seen = {e.id: e for e in [*episodes, *current]}.values()
+        nodes = [e for e in seen if e.cluster_name == cluster and e.kind == "node" and e.backend != BACKEND]
+        if not nodes:
+            return "No node of this cluster failed in the same window."
+        listed = ", ".join(
+            f"`{e.node_ids[-1] if e.node_ids else e.node_key}` ({e.status} at {when(e.opened_at, self._desk.tz)})"
+            for e in nodes[:5]
+        )
+        return f"Likely cause: node failure in the same window: {listed}."
+
+    async def _open(
+        self,
+        org_id: str,
+        cluster: str,
+        job: str,
+        anomaly: Anomaly,
+        detector: JobDetector,
+        rows: Sequence[ThroughputSample],
+        now: datetime,
+    ) -> None:
+        unit = unit_of(rows)
+        message = (
+            f"{self._figures(detector, anomaly, unit)} {await self._likely_cause(org_id, cluster, anomaly.start, now)}"
+        )
+        org = self._desk.program.org(org_id)
+        async with self._desk.db.session() as session:
+            generation = await crud.next_generation(
+                session, org_id=org_id, backend=BACKEND, cluster_name=cluster, node_key=job
+            )
+            row = await crud.add_episode(
+                session,
+                episode=Episode(
+                    org_id=org_id,
+                    backend=BACKEND,
+                    cluster_name=cluster,
+                    node_key=job[:64],
+                    generation=generation,
+                    kind=KIND,
+                    state="open",
+                    node_ids=[],
+                    status=anomaly.kind,
+                    message=message[:1000],
+                    opened_at=now,
+                    failing_since=anomaly.start,
+                    updated_at=now,
+                    channel_id=org.channel if org else "",
+                ),
+            )
+        if row is None or not row.channel_id:
+            return  # another replica opened it, and posts it
+        async with self._desk.db.session() as session:
+            silence = await crud.active_silence(session, org_id=org_id, backend=BACKEND, cluster_name=cluster, now=now)
+        if silence is not None:
+            await self._desk.update(row, {"silenced": True, "message_ts": silence.thread_ts})
+            note = f":mute: While silenced: job `{job}` {anomaly.kind}. {message}"
+            await self._desk.post(silence.channel_id, alerts.thread_note(note), thread_ts=silence.thread_ts)
+            return
+        reply = alerts.job_alert(row, org_name=self._desk.org_name(org_id), tz=self._desk.tz, now=now)
+        ts = await self._desk.post(row.channel_id, reply)
+        line = alerts.job_coordination_line(row, channel=row.channel_id, now=now)
+        coordination_ts = await self._desk.post(self._desk.program.coordination_channel, line)
+        await self._desk.update(row, {"message_ts": ts, "coordination_ts": coordination_ts})
+        if ts:
+            await self._chart(row, now, thread_ts=ts, anomaly=anomaly)
+
+    async def _close(
+        self, row: Episode, detector: JobDetector, rows: Sequence[ThroughputSample], now: datetime, *, note: str
+    ) -> None:
+        values = {"state": "closed", "closed_at": now, "updated_at": now}
+        async with self._desk.db.session() as session:
+            if not await crud.close_episode(session, episode_id=row.id or 0, values=values):
+                return
+        for key, value in values.items():
+            setattr(row, key, value)
+        if not row.message_ts or row.silenced:
+            return
+        figures = self._figures(detector, None, unit_of(rows))
+        text = f":large_green_circle: Recovered: {note}. {figures}".strip()
+        await self._desk.post(row.channel_id, alerts.thread_note(text), thread_ts=row.message_ts)
+        reply = alerts.job_alert(row, org_name=self._desk.org_name(row.org_id), tz=self._desk.tz, now=now)
+        await self._desk.edit(row.channel_id, row.message_ts, reply)
+        if row.coordination_ts:
+            line = alerts.job_coordination_line(row, channel=row.channel_id, now=now)
+            await self._desk.edit(self._desk.program.coordination_channel, row.coordination_ts, line)
+
+    async def chart(
+        self, org_id: str, cluster: str, job: str | None, *, hours: float, now: datetime, anomaly: Anomaly | None = None
+    ) -> bytes:
+        """The last `hours` of a cluster's jobs (or one job): throughput, and for one job its baseline,
+        threshold and anomaly."""
+        rows = await self.samples(org_id, cluster, job, since=now - timedelta(hours=hours), until=now)
+        by_job: dict[str, list[ThroughputSample]] = {}
+        for row in rows:
+            by_job.setdefault(row.job, []).append(row)
+        series = [
+            charts.Series(label=name, points=[(r.ts, sample_of(r).value) for r in job_rows if r.event is None])
+            for name, job_rows in sorted(by_job.items())
+        ]
+        baseline = threshold = None
+        bands = []
+        if job is not None and job in by_job:
+            detector = run_detector(by_job[job], thresholds_for(self._desk.program, org_id), now)
+            baseline, threshold = detector.baseline, detector.threshold
+            shown = anomaly or detector.current
+            if shown is not None:
+                bands.append(charts.Band(start=shown.start, end=shown.end, label=shown.kind))
+        title = f"{org_id}/{cluster}" + (f" · {job}" if job else "") + f" · last {hours:g} h"
+        # Rendering takes a tenth of a second (more for the first chart of a process): off the event loop.
+        return await asyncio.to_thread(
+            charts.throughput_chart,
+            title=title,
+            series=series,
+            baseline=baseline,
+            threshold=threshold,
+            bands=bands,
+            since=now - timedelta(hours=hours),
+            until=now,
+            tz=self._desk.tz,
+            unit=unit_of(rows),
+        )
+
+    async def _chart(self, row: Episode, now: datetime, *, thread_ts: str, anomaly: Anomaly) -> None:
+        hours = CHART_WINDOW.total_seconds() / 3600
+        png = await self.chart(row.org_id, row.cluster_name, row.node_key, hours=hours, now=now, anomaly=anomaly)
+        await self._desk.upload(
+            row.channel_id,
+            filename=f"{row.cluster_name}-{row.node_key}-throughput.png".replace("/", "-"),
+            content=png,
+            title=f"{row.node_key}: throughput, baseline and threshold, last 6 h",
+            thread_ts=thread_ts,
+        )

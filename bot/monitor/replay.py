@@ -1,0 +1,212 @@
+"""Replay a recorded throughput trace through the detector: one episode per stall or slowdown, as JSON-ready dicts.
+
+The trace is a CSV with the header `ts,org,cluster,job,tokens_per_second,event`: ts in ISO-8601 UTC ending in
+`Z`, rows in time order across all jobs, `tokens_per_second` empty on `start`/`end` rows (a value there is
+taken as a sample too). Each job (org, cluster, job) gets its own `JobDetector`. Before each row, every job
+whose stall deadline has come is advanced to that deadline, so a hang is detected at its last good sample +
+`stall_after`, as the live bot would, and not at the next row; a heap of deadlines keeps that cheap however
+many jobs there are. At the end of the trace every job is advanced to the last ts in the file.
+
+Episodes come out in the order they were detected, each once it has ended (or at the end of the trace,
+`end` None if it had not): `{"kind", "org", "cluster", "job", "start", "detected_at", "end"}`.
+"""
+
+from __future__ import annotations
+
+import csv
+import heapq
+import math
+from collections import deque
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bot.monitor.throughput import DEFAULT_THRESHOLDS, Anomaly, JobDetector, Sample, Thresholds
+
+HEADER = ("ts", "org", "cluster", "job", "tokens_per_second", "event")
+JobKey = tuple[str, str, str]
+
+
+class ReplayError(ValueError):
+    """A bad trace; the message names the line (1 is the header) and what is wrong, on one line."""
+
+    def __init__(self, line: int, problem: str) -> None:
+        super().__init__(f"line {line}: {problem}")
+        self.line = line
+
+
+def iso(ts: datetime) -> str:
+    """ISO-8601 UTC ending in Z (seconds, or microseconds when there are any)."""
+    return ts.astimezone(UTC).replace(tzinfo=None).isoformat() + "Z"
+
+
+def replay(rows: Iterable[dict[str, str]], thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Iterator[dict[str, Any]]:
+    """Replay rows as `csv.DictReader` gives them (the first row is line 2 of the file)."""
+    return _replay(enumerate(rows, start=2), thresholds)
+
+
+def replay_csv(path: Path, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Iterator[dict[str, Any]]:
+    """Replay a CSV file; raises ReplayError (naming the line) on a bad header or row, as it reaches it."""
+    return _replay(_read_csv(Path(path)), thresholds)
+
+
+def _read_csv(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
+    with path.open(newline="", encoding="utf-8-sig") as handle:
+        reader = csv.reader(handle)
+        header = next(reader, None)
+        if header is None:
+            raise ReplayError(1, f"the file is empty; expected the header {','.join(HEADER)}")
+        if tuple(name.strip() for name in header) != HEADER:
+            raise ReplayError(1, f"the header is {_short(','.join(header))}; expected {','.join(HEADER)}")
+        for fields in reader:
+            if not fields:  # a blank line
+                continue
+            if len(fields) != len(HEADER):
+                raise ReplayError(reader.line_num, f"{len(fields)} fields; expected {len(HEADER)} ({','.join(HEADER)})")
+            yield reader.line_num, dict(zip(HEADER, fields, strict=True))
+
+
+def _short(text: object, limit: int = 60) -> str:
+    shown = repr(text)
+    return shown if len(shown) <= limit else shown[: limit - 4] + "...'"
+
+
+class _Episode:
+    __slots__ = ("detected_at", "end", "job", "kind", "start")
+
+    def __init__(self, job: JobKey, anomaly: Anomaly) -> None:
+        self.job = job
+        self.kind = anomaly.kind
+        self.start = anomaly.start
+        self.detected_at = anomaly.detected_at
+        self.end = anomaly.end
+
+    def as_dict(self) -> dict[str, Any]:
+        org, cluster, job = self.job
+        return {
+            "kind": self.kind,
+            "org": org,
+            "cluster": cluster,
+            "job": job,
+            "start": iso(self.start),
+            "detected_at": iso(self.detected_at),
+            "end": None if self.end is None else iso(self.end),
+        }
+
+
+def _parse_ts(text: str | None, line: int) -> datetime:
+    if text is None or not text.endswith("Z"):
+        raise ReplayError(line, f"ts {_short(text)} is not ISO-8601 UTC ending in Z (e.g. 2026-11-29T09:00:00Z)")
+    try:
+        ts = datetime.fromisoformat(text[:-1])
+    except ValueError:
+        raise ReplayError(
+            line, f"ts {_short(text)} is not ISO-8601 UTC ending in Z (e.g. 2026-11-29T09:00:00Z)"
+        ) from None
+    if ts.tzinfo is not None:
+        raise ReplayError(line, f"ts {_short(text)} has both an offset and Z; give UTC ending in Z")
+    return ts.replace(tzinfo=UTC)
+
+
+def _parse_row(row: dict[str, str], line: int) -> tuple[JobKey, str | None, float | None]:
+    if None in row:
+        raise ReplayError(line, f"more fields than the header ({','.join(HEADER)})")
+    missing = [name for name in HEADER if name not in row]
+    if missing:
+        raise ReplayError(1, f"the header lacks {','.join(missing)}; expected {','.join(HEADER)}")
+    if any(row[name] is None for name in HEADER):
+        raise ReplayError(line, f"fewer fields than the header ({','.join(HEADER)})")
+    org, cluster, job = row["org"].strip(), row["cluster"].strip(), row["job"].strip()
+    for name, text in (("org", org), ("cluster", cluster), ("job", job)):
+        if not text:
+            raise ReplayError(line, f"{name} is empty")
+    event_text = row["event"].strip()
+    if event_text not in ("", "start", "end"):
+        raise ReplayError(line, f"unknown event {_short(event_text)} (expected start, end or empty)")
+    event = event_text or None
+    value_text = row["tokens_per_second"].strip()
+    value: float | None = None
+    if value_text:
+        try:
+            value = float(value_text)
+        except ValueError:
+            raise ReplayError(line, f"tokens_per_second {_short(value_text)} is not a number") from None
+        if not math.isfinite(value):
+            raise ReplayError(line, f"tokens_per_second {_short(value_text)} is not a finite number")
+        if value < 0:
+            raise ReplayError(line, f"tokens_per_second {_short(value_text)} is negative")
+    elif event is None:
+        raise ReplayError(line, "tokens_per_second is empty (only start and end rows may leave it empty)")
+    return (org, cluster, job), event, value
+
+
+def _replay(numbered: Iterable[tuple[int, dict[str, str]]], thresholds: Thresholds) -> Iterator[dict[str, Any]]:
+    detectors: dict[JobKey, JobDetector] = {}
+    deadlines: list[tuple[datetime, int, JobKey]] = []  # (deadline, tie-break, job); at most one entry per job
+    queued: set[JobKey] = set()
+    pending: deque[_Episode] = deque()  # in order of detection; emitted once ended (or at the end)
+    open_episodes: dict[JobKey, _Episode] = {}
+    counter = 0
+
+    def record(key: JobKey, changes: list[Anomaly]) -> None:
+        for anomaly in changes:
+            if anomaly.end is None:
+                episode = _Episode(key, anomaly)
+                open_episodes[key] = episode
+                pending.append(episode)
+            else:
+                opened = open_episodes.pop(key, None)
+                if opened is None or opened.kind != anomaly.kind or opened.start != anomaly.start:
+                    opened = _Episode(key, anomaly)  # opened and closed by one call
+                    pending.append(opened)
+                opened.end = anomaly.end
+
+    def fire_until(now: datetime) -> None:
+        nonlocal counter
+        while deadlines and deadlines[0][0] <= now:
+            _, _, key = heapq.heappop(deadlines)
+            detector = detectors[key]
+            deadline = detector.next_deadline
+            if deadline is not None and deadline <= now:
+                record(key, detector.advance(deadline))
+                deadline = detector.next_deadline
+            if deadline is None:
+                queued.discard(key)
+            else:
+                counter += 1
+                heapq.heappush(deadlines, (deadline, counter, key))
+
+    previous_text: str | None = None
+    previous_ts: datetime | None = None
+    for line, row in numbered:
+        key, event, value = _parse_row(row, line)
+        text = row["ts"]
+        if text == previous_text and previous_ts is not None:
+            ts = previous_ts
+        else:
+            ts = _parse_ts(text, line)
+            if previous_ts is not None and ts < previous_ts:
+                raise ReplayError(
+                    line, f"ts {text} is before the previous row's {iso(previous_ts)} (rows must be in time order)"
+                )
+            previous_text, previous_ts = text, ts
+        fire_until(ts)
+        detector = detectors.get(key)
+        if detector is None:
+            detector = detectors[key] = JobDetector(thresholds)
+        record(key, detector.observe(Sample(ts, value, event)))
+        if key not in queued:
+            deadline = detector.next_deadline
+            if deadline is not None:
+                counter += 1
+                heapq.heappush(deadlines, (deadline, counter, key))
+                queued.add(key)
+        while pending and pending[0].end is not None:
+            yield pending.popleft().as_dict()
+    if previous_ts is not None:
+        fire_until(previous_ts)
+        for key, detector in detectors.items():
+            record(key, detector.advance(previous_ts))
+    while pending:
+        yield pending.popleft().as_dict()

@@ -1,0 +1,297 @@
+"""Throughput anomalies of one training job, against the job's own baseline. Pure: no I/O, standard library only.
+
+Two kinds of anomaly:
+
+- **stall**: the job is active and no progressing sample has arrived for `stall_after`. "Progressing" means a
+  throughput of at least 5% of the baseline, so a job that keeps reporting zeros (or near-zeros) stalls just
+  like a silent one. Its `start` is the last progressing sample; it ends at the next one.
+- **slowdown**: the job's recent throughput (the median of its samples in the last 2 minutes, pauses left out)
+  stays below `drop_ratio` x baseline for `sustain`. Only time between samples counts: a gap longer than 2
+  minutes (a pause, absent or zeros) adds nothing, so the partial samples either side of a checkpoint are not
+  5 slow minutes. Its `start` is the first slow sample; it ends once the recent throughput has been back at
+  or above the threshold for 2 minutes (hysteresis), and `end` is then the first sample of that recovered run.
+
+The baseline is the median of the job's healthy samples of the last 30 minutes: samples at or above the
+threshold, taken while no anomaly is open and no slowdown is pending, pauses (near-zero samples) left out.
+So a slowdown never drags the baseline down with it, while a lasting rise (more nodes joining) or a slow
+drift moves it within a quarter of an hour. A job that is deliberately made slower should report a new
+`start`: that resets the job, and a new warm-up learns the new baseline.
+
+Warm-up: after a `start` (or the first sample of a job never seen), there is no baseline, so no anomaly, until
+the job has sent at least 5 progressing samples over 10 minutes from its first one. A job that goes silent for
+`stall_after` after its first 5 samples gets its baseline then (from those samples), so a hang early in a run
+is still a stall; a job that never sends a sample after `start` is not alerted (compiling or loading can take
+that long). Checkpoint and evaluation pauses (zero or absent samples, shorter than `stall_after`) are neither
+slow nor healthy samples: they open nothing and are not part of any median. After an `end` the job is
+inactive and silence is not an anomaly; a sample after `end` starts the job again (with a new warm-up).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections import deque
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+NEAR_ZERO_RATIO = 0.05  # below this fraction of the baseline a sample is a pause (or a stall), not a slow sample
+BASELINE_WINDOW = timedelta(minutes=30)  # the baseline is the median of healthy samples over this window
+WARMUP = timedelta(minutes=10)  # after the first sample of a run, before the baseline exists
+WARMUP_MIN_SAMPLES = 5  # ... and at least this many progressing samples
+RECENT_WINDOW = timedelta(minutes=2)  # "recent throughput": the median of the samples in this window
+RECOVER_FOR = timedelta(minutes=2)  # a slowdown ends once recent throughput is back this long
+
+STALL = "stall"
+SLOWDOWN = "slowdown"
+EVENTS = ("start", "end")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    stall_after: timedelta = timedelta(minutes=10)
+    drop_ratio: float = 0.6
+    sustain: timedelta = timedelta(minutes=5)
+
+
+DEFAULT_THRESHOLDS = Thresholds()
+
+
+@dataclass(frozen=True)
+class Sample:
+    ts: datetime  # aware UTC
+    value: float | None  # tokens/s (or samples/s); None on start/end rows
+    event: str | None = None  # "start" | "end" | None
+
+
+@dataclass(frozen=True)
+class Anomaly:
+    kind: str  # "stall" | "slowdown"
+    start: datetime  # when it began: the last good sample (stall) or the first slow sample (slowdown)
+    detected_at: datetime  # when the detector could first say so (the alert time)
+    end: datetime | None  # when it ended (None while open)
+    baseline: float  # the job's healthy throughput when it began
+    current: float  # the latest throughput seen (0.0 for a stall with no samples)
+
+
+def _median(ordered: list[float]) -> float:
+    n = len(ordered)
+    mid = n // 2
+    return ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+class JobDetector:
+    """One job's detector, incremental: feed samples in time order, and advance time between them.
+
+    `observe` and `advance` return the anomalies that call opened (end None) or closed (end set). A sample
+    older than the previous sample is ignored; a sample older than the last `advance` is still taken (a
+    late delivery), so a caller may advance on a clock and feed samples as they arrive.
+    """
+
+    def __init__(self, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> None:
+        self.thresholds = thresholds
+        self._active = False
+        self._last_sample_ts: datetime | None = None
+        self._open: Anomaly | None = None
+        self._reset()
+
+    # -- public state -------------------------------------------------------------------------------
+
+    @property
+    def current(self) -> Anomaly | None:
+        """The open anomaly, if any (with the latest throughput as `current`)."""
+        return self._open
+
+    @property
+    def baseline(self) -> float | None:
+        return _median(self._sorted) if self._established else None
+
+    @property
+    def threshold(self) -> float | None:
+        baseline = self.baseline
+        return None if baseline is None else baseline * self.thresholds.drop_ratio
+
+    @property
+    def active(self) -> bool:
+        """Started (a `start` event or a sample) and not ended."""
+        return self._active
+
+    @property
+    def next_deadline(self) -> datetime | None:
+        """The earliest time at which `advance` could open a stall, if no sample comes before; None if never."""
+        if not self._active or self._last_good is None or (self._open is not None and self._open.kind == STALL):
+            return None
+        if not self._established and len(self._sorted) < WARMUP_MIN_SAMPLES:
+            return None
+        return self._last_good + self.thresholds.stall_after
+
+    # -- input --------------------------------------------------------------------------------------
+
+    def observe(self, sample: Sample) -> list[Anomaly]:
+        """Take one sample (or a start/end event); returns the anomalies it opened or closed."""
+        event, value, ts = sample.event, sample.value, sample.ts
+        if event is not None and event not in EVENTS:
+            raise ValueError(f"unknown event {event!r} (expected 'start', 'end' or None)")
+        if value is not None and not (value >= 0 and math.isfinite(value)):
+            raise ValueError(f"throughput must be a finite number >= 0, not {value!r}")
+        if self._last_sample_ts is not None and ts < self._last_sample_ts:
+            return []
+        self._last_sample_ts = ts
+        changes: list[Anomaly] = []
+        if event == "start":
+            changes += self._close(ts)
+            self._reset()
+            self._active = True
+        if value is not None:
+            if not self._active:  # a sample from a job never started, or after its end: an implicit start
+                self._reset()
+                self._active = True
+            changes += self._sample(ts, value)
+        if event == "end":
+            changes += self._close(ts)
+            self._reset()
+            self._active = False
+        return changes
+
+    def advance(self, now: datetime) -> list[Anomaly]:
+        """Time passing with no sample: opens a stall once the last progressing sample is `stall_after` old."""
+        if not self._active or self._last_good is None:
+            return []
+        silent_for = now - self._last_good
+        if not self._established:
+            self._maybe_establish(now)
+            if not self._established:
+                return []
+        if silent_for < self.thresholds.stall_after or (self._open is not None and self._open.kind == STALL):
+            return []
+        changes = []
+        last_good = self._last_good
+        if self._open is not None:  # a slowdown that became a hang
+            changes += self._close(max(self._open.start, last_good))
+        latest = self._latest if self._latest_ts is not None and self._latest_ts > last_good else 0.0
+        baseline = _median(self._sorted)
+        self._open = Anomaly(STALL, last_good, now, None, baseline, latest)
+        self._clear_slow_tracking()
+        changes.append(self._open)
+        return changes
+
+    # -- internals ----------------------------------------------------------------------------------
+
+    def _reset(self) -> None:
+        """Forget the run: a new warm-up and a new baseline follow (the caller closes any open anomaly)."""
+        self._established = False
+        self._window: deque[tuple[datetime, float]] = deque()  # healthy samples, oldest first
+        self._sorted: list[float] = []  # the same values, sorted
+        self._first_sample: datetime | None = None
+        self._last_good: datetime | None = None  # the last progressing sample
+        self._latest = 0.0
+        self._latest_ts: datetime | None = None
+        self._max_seen = 0.0
+        self._recent: deque[tuple[datetime, float]] = deque()
+        self._clear_slow_tracking()
+
+    def _clear_slow_tracking(self) -> None:
+        self._recent = deque()
+        self._raw_slow_since: datetime | None = None  # first sample of the current run of slow samples
+        self._raw_ok_since: datetime | None = None  # first sample of the current run of samples at/above threshold
+        self._raw_slow_time = timedelta(0)  # ... and how long it has lasted, pauses left out
+        self._pending_since: datetime | None = None  # a slowdown that has not lasted `sustain` yet
+        self._pending_time = timedelta(0)
+        self._recovering_for: timedelta | None = None  # an open slowdown whose throughput is back, for this long
+        self._recovered_at: datetime | None = None
+
+    def _close(self, end: datetime) -> list[Anomaly]:
+        if self._open is None:
+            return []
+        closed = replace(self._open, end=max(end, self._open.start), current=self._latest)
+        self._open = None
+        self._clear_slow_tracking()
+        return [closed]
+
+    def _maybe_establish(self, now: datetime) -> None:
+        if self._first_sample is None or len(self._sorted) < WARMUP_MIN_SAMPLES:
+            return
+        assert self._last_good is not None
+        if now - self._first_sample >= WARMUP or now - self._last_good >= self.thresholds.stall_after:
+            self._established = True
+
+    def _remember(self, ts: datetime, value: float) -> None:
+        """Add a healthy sample to the baseline window, dropping those older than the window (keeping a few)."""
+        window, ordered = self._window, self._sorted
+        horizon = ts - BASELINE_WINDOW
+        while len(window) >= WARMUP_MIN_SAMPLES and window[0][0] < horizon:
+            _, old = window.popleft()
+            del ordered[bisect.bisect_left(ordered, old)]
+        window.append((ts, value))
+        bisect.insort(ordered, value)
+
+    def _sample(self, ts: datetime, value: float) -> list[Anomaly]:
+        changes = self.advance(ts)  # a silence that ran out before this sample is a stall first
+        self._latest, self._latest_ts = value, ts
+        if not self._established:
+            if value > 0 and value >= NEAR_ZERO_RATIO * self._max_seen:
+                self._max_seen = max(self._max_seen, value)
+                if self._first_sample is None:
+                    self._first_sample = ts
+                self._last_good = ts
+                self._remember(ts, value)
+            self._maybe_establish(ts)
+            return changes
+        baseline = _median(self._sorted)
+        if value < NEAR_ZERO_RATIO * baseline or value == 0:  # a pause, or a hang that reports zeros
+            if self._open is not None:
+                self._open = replace(self._open, current=value)
+            return changes
+        # the time since the previous progressing sample counts towards `sustain` (and the recovery) unless it
+        # was longer than the recent window: a pause (absent or zero samples) is neither slow nor recovered time
+        previous = self._last_good
+        step = ts - previous if previous is not None and ts - previous <= RECENT_WINDOW else timedelta(0)
+        self._last_good = ts
+        if self._open is not None and self._open.kind == STALL:
+            changes += self._close(ts)
+        threshold = baseline * self.thresholds.drop_ratio
+        slow = value < threshold
+        if slow:
+            self._raw_ok_since = None
+            if self._raw_slow_since is None:
+                self._raw_slow_since, self._raw_slow_time = ts, timedelta(0)
+            else:
+                self._raw_slow_time += step
+        else:
+            self._raw_slow_since = None
+            if self._raw_ok_since is None:
+                self._raw_ok_since = ts
+        recent = self._recent
+        recent.append((ts, value))
+        horizon = ts - RECENT_WINDOW
+        while recent[0][0] < horizon:
+            recent.popleft()
+        smoothed = value if len(recent) == 1 else _median(sorted(v for _, v in recent))
+        if self._open is not None:  # an open slowdown
+            self._open = replace(self._open, current=value)
+            if smoothed < threshold:
+                self._recovering_for = self._recovered_at = None
+                return changes
+            if self._recovering_for is None:
+                self._recovering_for = timedelta(0)
+                self._recovered_at = self._raw_ok_since or ts
+            else:
+                self._recovering_for += step
+            if self._recovering_for >= RECOVER_FOR:
+                assert self._recovered_at is not None
+                changes += self._close(self._recovered_at)
+            return changes
+        if smoothed < threshold:
+            if self._pending_since is None:
+                self._pending_since = self._raw_slow_since or ts
+                self._pending_time = self._raw_slow_time if self._raw_slow_since is not None else timedelta(0)
+            else:
+                self._pending_time += step
+            if self._pending_time >= self.thresholds.sustain:
+                self._open = Anomaly(SLOWDOWN, self._pending_since, ts, None, baseline, value)
+                self._pending_since = None
+                changes.append(self._open)
+            return changes
+        self._pending_since = None
+        if not slow:
+            self._remember(ts, value)
+        return changes

@@ -1,0 +1,180 @@
+"""Replaying a recorded throughput trace: the episodes it prints, bad files, and a week of 30 jobs in seconds."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from bot.monitor.replay import ReplayError, replay, replay_csv
+
+HEADER = "ts,org,cluster,job,tokens_per_second,event"
+T0 = datetime(2026, 11, 29, 0, 0, tzinfo=UTC)
+
+
+def z(ts: datetime) -> str:
+    return ts.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def at(minutes: float) -> str:
+    return z(T0 + timedelta(minutes=minutes))
+
+
+def trace() -> list[str]:
+    """Three jobs, 30 s cadence over 3 hours: `hangs` stops at 60 min and never comes back, `slows` halves from
+    90 to 115 min, `ends` ends at 45 min; all three pause 4 minutes for a checkpoint every hour."""
+    lines = [HEADER]
+    for job in ("hangs", "slows", "ends"):
+        lines.append(f"{at(0)},kumo-labs,kumo-p5-train,{job},,start")
+    for step in range(1, 360):
+        minute = step / 2
+        for job in ("hangs", "slows", "ends"):
+            if job == "hangs" and minute >= 60:
+                continue
+            if job == "ends" and minute >= 45:
+                if minute == 45:
+                    lines.append(f"{at(minute)},kumo-labs,kumo-p5-train,{job},,end")
+                continue
+            if minute % 60 < 4:
+                continue  # checkpoint
+            rate = 500.0 if job == "slows" and 90 <= minute < 115 else 1000.0 + (step % 7) * 10
+            lines.append(f"{at(minute)},kumo-labs,kumo-p5-train,{job},{rate:.1f},")
+    return lines
+
+
+def write(tmp_path: Path, lines: list[str]) -> Path:
+    path = tmp_path / "trace.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_replay_prints_one_episode_per_anomaly_in_order_of_detection(tmp_path: Path) -> None:
+    episodes = list(replay_csv(write(tmp_path, trace())))
+    assert episodes == [
+        {
+            "kind": "stall",
+            "org": "kumo-labs",
+            "cluster": "kumo-p5-train",
+            "job": "hangs",
+            "start": "2026-11-29T00:59:30Z",
+            "detected_at": "2026-11-29T01:09:30Z",  # last good sample + 10 min, not the next row's time
+            "end": None,  # never came back
+        },
+        {
+            "kind": "slowdown",
+            "org": "kumo-labs",
+            "cluster": "kumo-p5-train",
+            "job": "slows",
+            "start": "2026-11-29T01:30:00Z",
+            "detected_at": "2026-11-29T01:35:00Z",
+            "end": "2026-11-29T01:55:00Z",
+        },
+    ]
+    assert [list(e) for e in episodes] == [["kind", "org", "cluster", "job", "start", "detected_at", "end"]] * 2
+    for episode in episodes:
+        json.dumps(episode)  # JSON-ready
+
+
+def test_replay_of_dict_rows_matches_the_file(tmp_path: Path) -> None:
+    lines = trace()
+    rows = [dict(zip(HEADER.split(","), line.split(","), strict=True)) for line in lines[1:]]
+    assert list(replay(rows)) == list(replay_csv(write(tmp_path, lines)))
+
+
+def test_an_episode_is_emitted_in_detection_order_even_when_a_later_one_ends_first(tmp_path: Path) -> None:
+    lines = [HEADER, f"{at(0)},o,c,a,,start", f"{at(0)},o,c,b,,start"]
+    for step in range(1, 240):
+        minute = step / 2
+        if minute < 40 or minute >= 100:
+            lines.append(f"{at(minute)},o,c,a,1000,")  # a: silent from 40 to 100 min
+        if minute < 50 or minute >= 65:
+            lines.append(f"{at(minute)},o,c,b,1000,")  # b: silent from 50 to 65 min, ends before a's
+    episodes = list(replay_csv(write(tmp_path, lines)))
+    assert [(e["job"], e["start"], e["detected_at"], e["end"]) for e in episodes] == [
+        ("a", "2026-11-29T00:39:30Z", "2026-11-29T00:49:30Z", "2026-11-29T01:40:00Z"),
+        ("b", "2026-11-29T00:49:30Z", "2026-11-29T00:59:30Z", "2026-11-29T01:05:00Z"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("line", "content", "message"),
+    [
+        (1, "ts,org,cluster,job,tokens,event", "line 1: the header is"),
+        (2, "2026-11-29 00:00:00,o,c,j,1000,", "line 2: ts '2026-11-29 00:00:00' is not ISO-8601 UTC ending in Z"),
+        (2, "yesterdayZ,o,c,j,1000,", "line 2: ts 'yesterdayZ' is not ISO-8601"),
+        (2, "2026-11-29T00:00:00+09:00Z,o,c,j,1000,", "line 2: ts"),
+        (3, "2026-11-28T23:59:00Z,o,c,j,1000,", "line 3: ts 2026-11-28T23:59:00Z is before the previous row's"),
+        (3, "2026-11-29T00:01:00Z,o,c,j,-5,", "line 3: tokens_per_second '-5' is negative"),
+        (3, "2026-11-29T00:01:00Z,o,c,j,fast,", "line 3: tokens_per_second 'fast' is not a number"),
+        (3, "2026-11-29T00:01:00Z,o,c,j,nan,", "line 3: tokens_per_second 'nan' is not a finite number"),
+        (3, "2026-11-29T00:01:00Z,o,c,j,,", "line 3: tokens_per_second is empty"),
+        (3, "2026-11-29T00:01:00Z,o,c,j,,pause", "line 3: unknown event 'pause'"),
+        (3, "2026-11-29T00:01:00Z,o,,j,1000,", "line 3: cluster is empty"),
+        (3, "2026-11-29T00:01:00Z,o,c,j,1000", "line 3: 5 fields; expected 6"),
+    ],
+)
+def test_a_bad_csv_is_refused_naming_the_line(tmp_path: Path, line: int, content: str, message: str) -> None:
+    lines = [HEADER, "2026-11-29T00:00:00Z,o,c,j,1000,", "2026-11-29T00:00:30Z,o,c,j,1000,"]
+    lines[line - 1] = content
+    with pytest.raises(ReplayError) as raised:
+        list(replay_csv(write(tmp_path, lines)))
+    assert str(raised.value).startswith(message)
+    assert "\n" not in str(raised.value) and raised.value.line == line
+
+
+def test_an_empty_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "empty.csv"
+    path.write_text("")
+    with pytest.raises(ReplayError, match="line 1: the file is empty"):
+        list(replay_csv(path))
+
+
+def test_dict_rows_with_the_wrong_columns_are_refused() -> None:
+    with pytest.raises(ReplayError, match="line 1: the header lacks event"):
+        list(replay([{"ts": "2026-11-29T00:00:00Z", "org": "o", "cluster": "c", "job": "j", "tokens_per_second": "1"}]))
+
+
+def week_of_jobs(jobs: int = 30, seed: int = 5) -> Iterator[dict[str, str]]:
+    """A week at 30-second cadence: `jobs` noisy jobs with checkpoints, one hang and one slowdown each.
+
+    Every job sends a row every 30 s (zeros during its checkpoints and its hang), 604,800 rows for 30 jobs."""
+    rng = random.Random(seed)
+    hang_at = [rng.randrange(2000, 18000) for _ in range(jobs)]
+    slow_at = [(h + 1000) % 18000 + 1000 for h in hang_at]
+    names = [f"job-{n:02d}" for n in range(jobs)]
+    for job in names:
+        yield {"ts": z(T0), "org": "kumo-labs", "cluster": "p5", "job": job, "tokens_per_second": "", "event": "start"}
+    for step in range(1, 7 * 24 * 120):  # step 0 is the start rows
+        ts = z(T0 + timedelta(seconds=30 * step))
+        for n, job in enumerate(names):
+            if step % 240 < 8 or hang_at[n] <= step < hang_at[n] + 60:
+                rate = 0.0  # a 4-minute checkpoint every 2 hours; a 30-minute hang
+            else:
+                rate = 1000.0 * rng.uniform(0.85, 1.15) * (0.4 if slow_at[n] <= step < slow_at[n] + 120 else 1.0)
+            yield {
+                "ts": ts,
+                "org": "kumo-labs",
+                "cluster": "p5",
+                "job": job,
+                "tokens_per_second": f"{rate:.1f}",
+                "event": "",
+            }
+
+
+def test_a_week_of_30_jobs_at_30_second_cadence_replays_in_seconds() -> None:
+    rows = list(week_of_jobs())
+    assert len(rows) == 604_800
+    started = time.perf_counter()
+    episodes = list(replay(rows))
+    elapsed = time.perf_counter() - started
+    print(  # noqa: T201 (the issue asks for the time to be shown)
+        f"\nreplayed {len(rows):,} rows (30 jobs, a week at 30 s) in {elapsed:.2f} s: {len(rows) / elapsed:,.0f} rows/s"
+    )
+    assert elapsed < 20
+    assert sorted(e["kind"] for e in episodes) == ["slowdown"] * 30 + ["stall"] * 30
+    assert all(e["end"] is not None for e in episodes)

@@ -1,0 +1,295 @@
+"""The throughput detector on constructed series: hangs, slowdowns, and the healthy patterns that must stay quiet."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from bot.monitor.throughput import Anomaly, JobDetector, Sample, Thresholds
+
+T0 = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
+STEP = timedelta(seconds=30)
+RATE = 1000.0
+
+
+def minutes(m: float) -> timedelta:
+    return timedelta(minutes=m)
+
+
+def run(
+    detector: JobDetector,
+    start: datetime,
+    duration: timedelta,
+    value: Callable[[datetime], float | None] | float | None,
+    *,
+    step: timedelta = STEP,
+) -> list[Anomaly]:
+    """Feed one sample per step over [start, start + duration) (None: no sample, time only), advancing between."""
+    changes: list[Anomaly] = []
+    ts = start
+    while ts < start + duration:
+        rate = value(ts) if callable(value) else value
+        if rate is None:
+            changes += detector.advance(ts)
+        else:
+            changes += detector.observe(Sample(ts, rate))
+        ts += step
+    return changes
+
+
+WARM = timedelta(minutes=40)
+
+
+def started(at: datetime = T0, rate: float = RATE, healthy_for: timedelta = WARM) -> JobDetector:
+    """A job past its warm-up, with a baseline of `rate`."""
+    detector = JobDetector()
+    assert detector.observe(Sample(at, None, "start")) == []
+    assert run(detector, at, healthy_for, rate) == []
+    assert detector.baseline == pytest.approx(rate)
+    return detector
+
+
+def kinds(changes: Iterable[Anomaly]) -> list[tuple[str, bool]]:
+    return [(a.kind, a.end is None) for a in changes]
+
+
+def test_a_hang_is_a_stall_detected_at_the_last_good_sample_plus_stall_after() -> None:
+    detector = started()
+    last_good = T0 + minutes(40) - STEP
+    changes = run(detector, T0 + minutes(40), minutes(30), None)
+    assert kinds(changes) == [("stall", True)]
+    stall = changes[0]
+    assert stall.start == last_good
+    assert stall.detected_at == last_good + minutes(10)
+    assert stall.baseline == pytest.approx(RATE) and stall.current == 0.0
+    assert detector.current == stall and detector.next_deadline is None
+
+
+def test_advance_opens_the_stall_at_the_deadline_not_before() -> None:
+    detector = started()
+    last_good = T0 + minutes(40) - STEP
+    assert detector.next_deadline == last_good + minutes(10)
+    assert detector.advance(last_good + minutes(10) - timedelta(seconds=1)) == []
+    [stall] = detector.advance(last_good + minutes(10))
+    assert (stall.kind, stall.detected_at) == ("stall", last_good + minutes(10))
+    assert detector.advance(last_good + minutes(30)) == []  # still the same open stall
+
+
+def test_near_zero_throughput_counts_as_a_stall() -> None:
+    detector = started()
+    changes = run(detector, T0 + minutes(40), minutes(20), RATE * 0.03)
+    assert kinds(changes) == [("stall", True)]
+    assert changes[0].detected_at == T0 + minutes(40) - STEP + minutes(10)
+    assert changes[0].current == pytest.approx(RATE * 0.03)
+
+
+def test_a_stall_ends_at_the_next_healthy_sample() -> None:
+    detector = started()
+    run(detector, T0 + minutes(40), minutes(20), None)
+    resumed = T0 + minutes(60)
+    [closed] = detector.observe(Sample(resumed, RATE))
+    assert closed.kind == "stall" and closed.end == resumed and closed.current == RATE
+    assert detector.current is None
+    assert run(detector, resumed + STEP, minutes(60), RATE) == []
+
+
+def test_a_slowdown_is_detected_within_sustain_of_its_start() -> None:
+    detector = started()
+    slow_from = T0 + minutes(40)
+    changes = run(detector, slow_from, minutes(30), RATE * 0.5)
+    assert kinds(changes) == [("slowdown", True)]
+    slowdown = changes[0]
+    assert slowdown.start == slow_from
+    assert minutes(5) <= slowdown.detected_at - slow_from <= minutes(5) + STEP
+    assert slowdown.baseline == pytest.approx(RATE) and slowdown.current == pytest.approx(RATE * 0.5)
+    assert detector.baseline == pytest.approx(RATE)  # the slowdown did not drag the baseline down
+    assert detector.threshold == pytest.approx(RATE * 0.6)
+
+
+def test_a_noisy_slowdown_is_still_detected_and_a_short_dip_is_not() -> None:
+    rng = random.Random(7)
+    detector = started()
+    assert run(detector, T0 + minutes(40), minutes(4), RATE * 0.4) == []  # 4 minutes slow: under sustain
+    assert run(detector, T0 + minutes(44), minutes(30), RATE) == []
+    changes = run(detector, T0 + minutes(74), minutes(20), lambda _: RATE * 0.5 * rng.uniform(0.85, 1.15))
+    assert kinds(changes) == [("slowdown", True)]
+    assert changes[0].detected_at - (T0 + minutes(74)) <= minutes(6)
+
+
+def test_a_slowdown_ends_once_throughput_is_back_above_the_threshold_for_two_minutes() -> None:
+    detector = started()
+    run(detector, T0 + minutes(40), minutes(20), RATE * 0.5)
+    back = T0 + minutes(60)
+    changes = run(detector, back, minutes(1), RATE)
+    assert changes == [] and detector.current is not None  # not yet: hysteresis
+    changes = run(detector, back + minutes(1), minutes(10), RATE)
+    assert kinds(changes) == [("slowdown", False)]
+    assert changes[0].end == back
+    assert changes[0].detected_at <= changes[0].end
+    assert detector.current is None
+
+
+def test_a_flapping_recovery_does_not_close_the_slowdown() -> None:
+    detector = started()
+    run(detector, T0 + minutes(40), minutes(20), RATE * 0.5)
+    # one minute back up, one minute slow, over and over: never two minutes back
+    changes = run(
+        detector, T0 + minutes(60), minutes(30), lambda ts: RATE if (ts - T0).seconds // 60 % 2 else RATE * 0.4
+    )
+    assert changes == [] and detector.current is not None and detector.current.kind == "slowdown"
+
+
+def test_warm_up_after_start_raises_nothing() -> None:
+    detector = JobDetector()
+    assert detector.observe(Sample(T0, None, "start")) == []
+    assert detector.active and detector.baseline is None and detector.threshold is None
+
+    def ramp(ts: datetime) -> float | None:
+        elapsed = (ts - T0) / minutes(1)
+        if elapsed < 6:  # initialising, compiling: no samples at all
+            return None
+        return RATE * min(1.0, 0.1 + (elapsed - 6) / 8)  # ramping up from 10% over 8 minutes
+
+    assert run(detector, T0, minutes(120), ramp) == []
+    assert detector.baseline == pytest.approx(RATE)
+
+
+def test_silence_after_start_with_no_sample_is_warm_up_not_a_stall() -> None:
+    detector = JobDetector()
+    detector.observe(Sample(T0, None, "start"))
+    assert run(detector, T0, minutes(45), None) == []
+
+
+def test_a_hang_early_in_warm_up_is_still_a_stall() -> None:
+    detector = JobDetector()
+    detector.observe(Sample(T0, None, "start"))
+    run(detector, T0, minutes(3), RATE)  # 6 samples, then nothing
+    changes = run(detector, T0 + minutes(3), minutes(20), None)
+    assert kinds(changes) == [("stall", True)]
+    assert changes[0].detected_at == T0 + minutes(3) - STEP + minutes(10)
+
+
+@pytest.mark.parametrize("pause_minutes", [1, 4, 8])
+@pytest.mark.parametrize("zeros", [False, True], ids=["absent", "zeros"])
+def test_checkpoint_pauses_are_not_anomalies(pause_minutes: int, zeros: bool) -> None:
+    detector = started()
+
+    def with_pauses(ts: datetime) -> float | None:
+        into_cycle = (ts - T0) % minutes(30)
+        if into_cycle < minutes(pause_minutes):
+            return 0.0 if zeros else None
+        return RATE
+
+    assert run(detector, T0 + minutes(40), timedelta(hours=12), with_pauses) == []
+    assert detector.baseline == pytest.approx(RATE)
+
+
+def test_a_noisy_job_raises_nothing_over_a_day() -> None:
+    rng = random.Random(20261129)
+    detector = JobDetector()
+    detector.observe(Sample(T0, None, "start"))
+    changes = run(detector, T0, timedelta(days=1), lambda _: RATE * rng.uniform(0.85, 1.15))
+    assert changes == []
+    assert detector.baseline == pytest.approx(RATE, rel=0.05)
+
+
+def test_silence_after_end_is_not_a_stall() -> None:
+    detector = started()
+    ended = T0 + minutes(40)
+    assert detector.observe(Sample(ended, None, "end")) == []
+    assert not detector.active and detector.next_deadline is None
+    assert run(detector, ended, timedelta(hours=5), None) == []
+
+
+def test_end_closes_an_open_anomaly() -> None:
+    detector = started()
+    run(detector, T0 + minutes(40), minutes(20), None)
+    [closed] = detector.observe(Sample(T0 + minutes(60), None, "end"))
+    assert closed.kind == "stall" and closed.end == T0 + minutes(60)
+    assert detector.current is None and not detector.active
+
+
+def test_a_restart_on_more_nodes_re_baselines_without_alerting() -> None:
+    detector = started()
+    restart = T0 + minutes(40)
+    assert detector.observe(Sample(restart, None, "end")) == []
+    assert detector.observe(Sample(restart + minutes(5), None, "start")) == []
+    assert detector.baseline is None  # a new warm-up
+    assert run(detector, restart + minutes(8), timedelta(hours=2), RATE * 2) == []
+    assert detector.baseline == pytest.approx(RATE * 2)
+    # the new baseline is the one that counts: 900 tokens/s is now 0.45 of it, a slowdown
+    changes = run(detector, restart + minutes(128), minutes(10), RATE * 0.9)
+    assert kinds(changes) == [("slowdown", True)]
+
+
+def test_a_restart_on_fewer_nodes_announced_by_start_is_not_a_slowdown() -> None:
+    detector = started()
+    restart = T0 + minutes(40)
+    detector.observe(Sample(restart, None, "start"))  # no end: a new start also resets the job
+    assert run(detector, restart + minutes(3), timedelta(hours=2), RATE * 0.4) == []
+    assert detector.baseline == pytest.approx(RATE * 0.4)
+
+
+def test_a_new_start_closes_an_open_anomaly() -> None:
+    detector = started()
+    run(detector, T0 + minutes(40), minutes(20), RATE * 0.3)
+    assert detector.current is not None
+    [closed] = detector.observe(Sample(T0 + minutes(60), None, "start"))
+    assert closed.kind == "slowdown" and closed.end == T0 + minutes(60)
+    assert detector.current is None and detector.baseline is None
+
+
+def test_more_throughput_without_a_start_raises_the_baseline() -> None:
+    detector = started()
+    assert run(detector, T0 + minutes(40), minutes(30), RATE * 1.8) == []
+    assert detector.baseline == pytest.approx(RATE * 1.8)
+
+
+def test_a_slowdown_that_becomes_a_hang_is_closed_and_a_stall_opens() -> None:
+    detector = started()
+    run(detector, T0 + minutes(40), minutes(10), RATE * 0.4)
+    last_slow = T0 + minutes(50) - STEP
+    changes = run(detector, T0 + minutes(50), minutes(15), None)
+    assert kinds(changes) == [("slowdown", False), ("stall", True)]
+    assert changes[0].end == last_slow and changes[1].start == last_slow
+    assert changes[1].detected_at == last_slow + minutes(10)
+
+
+def test_a_sample_after_a_long_silence_with_no_advance_reports_the_stall_it_ended() -> None:
+    detector = started()
+    resumed = T0 + minutes(60)
+    changes = detector.observe(Sample(resumed, RATE))
+    assert kinds(changes) == [("stall", True), ("stall", False)]
+    assert changes[1].start == T0 + minutes(40) - STEP and changes[1].end == resumed
+
+
+def test_thresholds_are_honoured() -> None:
+    detector = JobDetector(Thresholds(stall_after=minutes(3), drop_ratio=0.8, sustain=minutes(2)))
+    detector.observe(Sample(T0, None, "start"))
+    run(detector, T0, minutes(40), RATE)
+    changes = run(detector, T0 + minutes(40), minutes(5), RATE * 0.75)
+    assert kinds(changes) == [("slowdown", True)]
+    assert changes[0].detected_at - changes[0].start <= minutes(2) + STEP
+    changes = run(detector, T0 + minutes(45), minutes(5), None)
+    assert kinds(changes) == [("slowdown", False), ("stall", True)]
+    assert changes[1].detected_at - changes[1].start == minutes(3)
+
+
+def test_samples_out_of_order_are_ignored_and_bad_ones_refused() -> None:
+    detector = started()
+    assert detector.observe(Sample(T0, 0.0)) == []  # older than the last sample: ignored
+    assert detector.baseline == pytest.approx(RATE)
+    with pytest.raises(ValueError, match="event"):
+        detector.observe(Sample(T0 + minutes(41), None, "pause"))
+    with pytest.raises(ValueError, match="finite"):
+        detector.observe(Sample(T0 + minutes(41), -1.0))
+
+
+def test_a_sample_with_no_start_starts_the_job() -> None:
+    detector = JobDetector()
+    assert not detector.active
+    detector.observe(Sample(T0, RATE))
+    assert detector.active

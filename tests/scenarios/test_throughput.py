@@ -1,0 +1,122 @@
+"""Training throughput end to end: samples posted to the bot's ingest API over HTTP with an org token,
+the throughput monitor's check (as the scheduler runs it), the alert with its chart in the local Slack,
+recovery, and `/cluster throughput`."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+
+from bot.monitor.tokens import create_token
+from bot.sandbox.slack_workspace import Message
+from bot.sandbox.world import Sandbox
+from tests.scenarios.conftest import COORDINATION, ask, body
+
+ALICE, HANA = "U0ALICE01", "U0HANA001"
+KUMO = "C0KUMOLAB"
+CLUSTER, JOB = "kumo-p5-train", "llama-70b-pretrain"
+RATE = 480_000.0
+
+
+@pytest.fixture
+async def world(sandbox_factory: Callable[..., Any]) -> AsyncIterator[Sandbox]:
+    async with sandbox_factory() as sandbox:
+        await sandbox.pitcrew.ready.wait()
+        yield sandbox
+
+
+def history(
+    end: datetime, *, hours: float = 3, tail: list[tuple[datetime, float]] | None = None
+) -> list[dict[str, Any]]:
+    """A healthy job's samples every 30 s up to `end`, after a start event, then `tail`."""
+    start = end - timedelta(hours=hours)
+    base = {"org": "kumo-labs", "cluster": CLUSTER, "job": JOB}
+    rows: list[dict[str, Any]] = [{**base, "ts": start.isoformat(), "event": "start"}]
+    ts = start
+    step = 0
+    while ts < end:
+        ts += timedelta(seconds=30)
+        step += 1
+        wiggle = 1 + (0.03 if step % 2 else -0.03)
+        rows.append({**base, "ts": ts.isoformat(), "tokens_per_second": RATE * wiggle, "step": step})
+    rows += [{**base, "ts": t.isoformat(), "tokens_per_second": v} for t, v in tail or []]
+    return rows
+
+
+async def post(world: Sandbox, token: str, samples: list[dict[str, Any]]) -> httpx.Response:
+    async with httpx.AsyncClient(timeout=30) as client:
+        response = None
+        for start in range(0, len(samples), 1000):
+            response = await client.post(
+                f"{world.bot_url}/api/v1/throughput",
+                json={"samples": samples[start : start + 1000]},
+                headers={"Authorization": f"Bearer {token}"},
+            )
+            assert response.status_code == 202, response.text
+        assert response is not None
+        return response
+
+
+def alerts_in(world: Sandbox, channel: str, text: str) -> list[Message]:
+    return [m for m in world.slack.channel_messages(channel) if text in m.text and m.thread_ts is None]
+
+
+async def check(world: Sandbox) -> None:
+    await world.pitcrew.services.throughput.check()
+    await world.pitcrew.services.drain()
+
+
+async def test_a_hang_is_alerted_with_a_chart_and_closes_when_throughput_is_back(world: Sandbox) -> None:
+    services = world.pitcrew.services
+    token = await create_token(services.db, org_id="kumo-labs", created_by="test")
+    now = datetime.now(UTC)
+    await post(world, token, history(now - timedelta(minutes=15)))  # silent for the last 15 minutes
+    await check(world)
+    (alert,) = alerts_in(world, KUMO, "Training stalled")
+    text = body(alert)
+    assert JOB in text and CLUSTER in text and "baseline" in text and "No node of this cluster failed" in text
+    assert {"alert_ack", "alert_silence_1"} <= {
+        e["action_id"] for b in alert.blocks if b["type"] == "actions" for e in b["elements"]
+    }
+    charts = [m for m in world.slack.messages if m.thread_ts == alert.ts and m.files]
+    assert charts, "the chart is in the alert's thread"
+    stored = world.slack.files[charts[0].files[0]["id"]]
+    assert stored.content is not None and stored.content.startswith(b"\x89PNG")
+    assert alerts_in(world, COORDINATION, JOB)
+    await check(world)
+    assert len(alerts_in(world, KUMO, "Training stalled")) == 1, "a lasting stall is one alert"
+
+    await post(world, token, [{"org": "kumo-labs", "cluster": CLUSTER, "job": JOB, "tokens_per_second": RATE}])
+    await check(world)
+    recovered = next(m for m in world.slack.messages if m.ts == alert.ts)
+    assert "Throughput back" in recovered.text
+    assert any("Recovered" in m.text for m in world.slack.messages if m.thread_ts == alert.ts)
+
+
+async def test_a_slowdown_against_the_jobs_own_baseline_is_alerted(world: Sandbox) -> None:
+    services = world.pitcrew.services
+    token = await create_token(services.db, org_id="kumo-labs", created_by="test")
+    now = datetime.now(UTC)
+    slow = [(now - timedelta(minutes=12) + timedelta(seconds=30 * i), RATE * 0.4) for i in range(24)]
+    await post(world, token, history(now - timedelta(minutes=12), tail=slow))
+    await check(world)
+    (alert,) = alerts_in(world, KUMO, "Training slowed down")
+    assert "baseline" in body(alert)
+
+
+async def test_cluster_throughput_shows_rates_and_sends_the_chart(world: Sandbox) -> None:
+    services = world.pitcrew.services
+    token = await create_token(services.db, org_id="kumo-labs", created_by="test")
+    await post(world, token, history(datetime.now(UTC)))
+    # Two messages by design: the reply (ephemeral) and the chart in a DM (files cannot be ephemeral).
+    await world.slack.send_command(user_id=ALICE, channel_id=KUMO, command="/cluster", text=f"throughput {CLUSTER}")
+    reply = await world.slack.wait_for(lambda m: m.ephemeral_to == ALICE and "Throughput" in m.text, timeout=15)
+    assert JOB in body(reply) and "healthy" in body(reply) and "direct message" in body(reply)
+    dm = await world.slack.wait_for(lambda m: bool(m.files) and m.channel.startswith("D"), timeout=15)
+    assert dm.files[0]["filename"] == f"{CLUSTER}-throughput.png"
+    other = await ask(world, user=HANA, channel=KUMO, text=f"throughput kumo-labs/{CLUSTER}")
+    assert JOB not in body(other), "another org's jobs are not shown"

@@ -1,0 +1,303 @@
+"""POST /api/v1/throughput over real HTTP (uvicorn on a free port, httpx), on SQLite and Postgres: tokens,
+refusals that store nothing, accepted samples and batches, the live hook; and `pitcrew token create`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import update
+from sqlmodel import col, select
+from starlette.applications import Starlette
+
+from bot.cli import main
+from bot.ingest_api import MAX_BODY_BYTES, PATH, ingest_routes
+from bot.monitor.tokens import create_token, hash_token
+from bot.sandbox.asgi_server import serve_asgi
+from storage import crud
+from storage.db import Database
+from storage.models import ApiToken, ThroughputSample
+
+ROOT = Path(__file__).resolve().parents[1]
+ORG, OTHER, CLUSTER = "kumo-labs", "sakura-ai", "kumo-p5"
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def good(**changes: Any) -> dict[str, Any]:
+    return {"org": ORG, "cluster": CLUSTER, "job": "llama-70b", "tokens_per_second": 1000.0, **changes}
+
+
+@dataclass
+class Api:
+    base: str
+    http: httpx.AsyncClient
+    db: Database
+    token: str
+    hooked: list[list[ThroughputSample]]
+
+    async def post(self, body: Any = None, *, token: str | None = "", content: bytes | None = None) -> httpx.Response:
+        headers = {} if token is None else {"Authorization": f"Bearer {token or self.token}"}
+        if content is not None:
+            return await self.http.post(self.base + PATH, content=content, headers=headers)
+        return await self.http.post(self.base + PATH, json=body, headers=headers)
+
+    async def stored(self, org_id: str = ORG) -> list[ThroughputSample]:
+        async with self.db.session() as session:
+            rows = await crud.samples(
+                session,
+                org_id=org_id,
+                cluster=CLUSTER,
+                job=None,
+                since=now() - timedelta(days=1),
+                until=now() + timedelta(hours=1),
+            )
+        return list(rows)
+
+
+async def running(db: Database, *, clock: Callable[[], datetime] = now, hook_fails: bool = False) -> AsyncIterator[Api]:
+    hooked: list[list[ThroughputSample]] = []
+
+    async def on_samples(samples: list[ThroughputSample]) -> None:
+        hooked.append(samples)
+        if hook_fails:
+            raise RuntimeError("detector exploded")
+
+    app = Starlette(routes=ingest_routes(db=db, clock=clock, max_age=timedelta(days=14), on_samples=on_samples))
+    token = await create_token(db, org_id=ORG, created_by="test")
+    async with serve_asgi(app) as base, httpx.AsyncClient(timeout=10) as http:
+        yield Api(base, http, db, token, hooked)
+
+
+@pytest.fixture
+async def api(db: Database) -> AsyncIterator[Api]:
+    async for running_api in running(db):
+        yield running_api
+
+
+async def until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.01)
+
+
+# -- authentication ---------------------------------------------------------------------------------------------
+
+
+async def test_no_token_is_401_saying_how_to_get_one(api: Api) -> None:
+    response = await api.post(good(), token=None)
+    assert response.status_code == 401
+    assert response.json()["error"].startswith("missing bearer token: send 'Authorization: Bearer <token>'")
+    assert "`pitcrew token create ORG`" in response.json()["error"]
+    assert response.headers["www-authenticate"].startswith("Bearer")
+    basic = await api.http.post(api.base + PATH, json=good(), headers={"Authorization": "Basic dXNlcjpwdw=="})
+    assert basic.status_code == 401 and basic.json()["error"].startswith("missing bearer token")
+    assert await api.stored() == []
+
+
+async def test_an_unknown_or_revoked_token_is_401(api: Api) -> None:
+    response = await api.post(good(), token="pct_not-a-real-token")
+    assert response.status_code == 401
+    assert response.json() == {
+        "error": "unknown or revoked token: send 'Authorization: Bearer <token>' with your org's ingest token; "
+        "program staff create one with `pitcrew token create ORG` (it is shown once)"
+    }
+    async with api.db.session() as session:
+        await session.exec(
+            update(ApiToken).where(col(ApiToken.token_hash) == hash_token(api.token)).values(revoked_at=now())
+        )
+        await session.commit()
+    revoked = await api.post(good())
+    assert revoked.status_code == 401 and revoked.json()["error"].startswith("unknown or revoked token")
+    assert await api.stored() == []
+
+
+async def test_the_scheme_is_case_insensitive(api: Api) -> None:
+    response = await api.http.post(api.base + PATH, json=good(), headers={"authorization": f"bearer {api.token}"})
+    assert response.status_code == 202
+
+
+# -- refusals store nothing ---------------------------------------------------------------------------------------
+
+
+async def test_a_token_of_one_org_cannot_write_another_orgs_samples(api: Api) -> None:
+    response = await api.post([good(), good(org=OTHER)])
+    assert response.status_code == 403
+    body = response.json()
+    assert body["error"] == "1 sample(s) name another org than this token's; nothing stored"
+    assert body["errors"][0]["index"] == 1
+    assert body["errors"][0]["reason"].startswith("org 'sakura-ai' is not this token's org ('kumo-labs')")
+    assert await api.stored() == [] and await api.stored(OTHER) == []
+    assert api.hooked == []
+
+
+async def test_bad_samples_are_400_with_a_reason_each_and_nothing_is_stored(api: Api) -> None:
+    no_job = good()
+    del no_job["job"]
+    batch = [good(), no_job, good(tokens_per_second=-5), good(event="stop"), good()]
+    response = await api.post({"samples": batch})
+    assert response.status_code == 400
+    body = response.json()
+    assert body["error"] == "3 sample(s) refused, so the request was refused; nothing stored"
+    assert [e["index"] for e in body["errors"]] == [1, 2, 3]
+    assert body["errors"][0]["reason"].startswith("job is missing")
+    assert body["errors"][1]["reason"].startswith("tokens_per_second must be a finite number of 0 or more")
+    assert body["errors"][2]["reason"].startswith("event 'stop' is not known")
+    assert await api.stored() == []
+    assert api.hooked == []
+
+
+async def test_a_body_that_is_not_json_is_400_with_one_reason(api: Api) -> None:
+    response = await api.post(content=b"tokens_per_second=5")
+    assert response.status_code == 400
+    body = response.json()
+    assert body["errors"] == [{"reason": body["errors"][0]["reason"]}]
+    assert body["errors"][0]["reason"].startswith("the body is not valid JSON")
+    assert body["error"].endswith("; nothing stored")
+    empty = await api.post(content=b"")
+    assert empty.status_code == 400 and empty.json()["errors"][0]["reason"].startswith("empty body")
+
+
+async def test_a_body_too_large_is_413(api: Api) -> None:
+    response = await api.post(content=b" " * (MAX_BODY_BYTES + 1))
+    assert response.status_code == 413
+    assert response.json()["error"].startswith(f"body larger than {MAX_BODY_BYTES} bytes; send at most 1000")
+
+
+async def test_an_unexpected_error_is_a_500_without_a_stack_trace(
+    db: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken_clock() -> datetime:
+        raise RuntimeError("clock is gone")
+
+    async for api in running(db, clock=broken_clock):
+        with caplog.at_level(logging.ERROR, logger="bot.ingest_api"):
+            response = await api.post(good())
+        assert response.status_code == 500
+        assert response.json() == {"error": "internal error; logged"}
+        assert "clock is gone" not in response.text
+        assert "throughput ingest failed" in caplog.text and "clock is gone" in caplog.text
+        assert await api.stored() == []
+
+
+# -- accepted -------------------------------------------------------------------------------------------------------
+
+
+async def test_one_sample_is_stored_and_handed_to_the_hook(api: Api) -> None:
+    response = await api.post(good(step=42))
+    assert response.status_code == 202 and response.json() == {"accepted": 1}
+    [row] = await api.stored()
+    assert (row.org_id, row.cluster, row.job, row.tokens_per_second, row.step) == (
+        ORG,
+        CLUSTER,
+        "llama-70b",
+        1000.0,
+        42,
+    )
+    assert abs((row.ts - now()).total_seconds()) < 60 and row.received_at == row.ts
+    await until(lambda: len(api.hooked) == 1)
+    assert [s.job for s in api.hooked[0]] == ["llama-70b"]
+
+
+async def test_a_batch_is_stored_with_its_rollups(api: Api) -> None:
+    minute = now().replace(second=0, microsecond=0) - timedelta(minutes=2)
+    batch = [good(ts=(minute + timedelta(seconds=s)).isoformat(), tokens_per_second=v) for s, v in ((0, 10), (30, 30))]
+    batch.append(good(job="bert", samples_per_second=3.5, tokens_per_second=None))
+    response = await api.post(batch)
+    assert response.status_code == 202 and response.json() == {"accepted": 3}
+    assert [(s.job, s.value) for s in await api.stored()] == [("llama-70b", 10.0), ("llama-70b", 30.0), ("bert", 3.5)]
+    async with api.db.session() as session:
+        [rollup] = await crud.rollups(
+            session, org_id=ORG, cluster=CLUSTER, job="llama-70b", since=minute, until=minute + timedelta(minutes=1)
+        )
+    assert (rollup.count, rollup.total, rollup.min, rollup.max) == (2, 40.0, 10.0, 30.0)
+    await until(lambda: len(api.hooked) == 1)
+    assert len(api.hooked[0]) == 3
+
+
+async def test_a_start_event_alone_is_accepted(api: Api) -> None:
+    response = await api.post({"org": ORG, "cluster": CLUSTER, "job": "llama-70b", "event": "start", "step": 0})
+    assert response.status_code == 202 and response.json() == {"accepted": 1}
+    [row] = await api.stored()
+    assert row.event == "start" and row.value is None and row.step == 0
+
+
+async def test_a_failing_hook_is_logged_and_the_sender_still_gets_202(
+    db: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    async for api in running(db, hook_fails=True):
+        with caplog.at_level(logging.ERROR, logger="bot.ingest_api"):
+            response = await api.post(good())
+            assert response.status_code == 202 and response.json() == {"accepted": 1}
+            await until(lambda: "the throughput hook failed on 1 stored sample(s)" in caplog.text)
+        assert "detector exploded" in caplog.text
+        assert len(await api.stored()) == 1
+
+
+# -- the CLI --------------------------------------------------------------------------------------------------------
+
+
+async def _stored_tokens(database_url: str) -> list[ApiToken]:
+    db = Database(url=database_url)
+    try:
+        async with db.session() as session:
+            return list((await session.exec(select(ApiToken).order_by(col(ApiToken.id)))).all())
+    finally:
+        await db.dispose()
+
+
+async def _post_with(database_url: str, token: str) -> tuple[int, Any]:
+    db = Database(url=database_url)
+    app = Starlette(routes=ingest_routes(db=db, clock=now, max_age=timedelta(days=14)))
+    try:
+        async with serve_asgi(app) as base, httpx.AsyncClient(timeout=10) as http:
+            response = await http.post(base + PATH, json=good(), headers={"Authorization": f"Bearer {token}"})
+            return response.status_code, response.json()
+    finally:
+        await db.dispose()
+
+
+def test_token_create_prints_a_token_that_authenticates(
+    database_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    monkeypatch.setenv("PITCREW_CONFIG", str(ROOT / "program.example.yml"))
+    assert main(["token", "create", ORG, "--by", "U0ADMIN01"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "shown only once" in lines[0] and ORG in lines[0]
+    token = lines[1]
+    assert token.startswith("pct_") and len(token) > 40
+    assert "Authorization: Bearer <token>" in lines[2]
+    assert asyncio.run(_post_with(database_url, token)) == (202, {"accepted": 1})
+    # A second token is another token; both work, and neither is stored in clear.
+    assert main(["token", "create", ORG]) == 0
+    second = capsys.readouterr().out.splitlines()[1]
+    assert second != token
+    assert asyncio.run(_post_with(database_url, second))[0] == 202
+    rows = asyncio.run(_stored_tokens(database_url))
+    assert [(r.org_id, r.token_hash, r.prefix) for r in rows] == [
+        (ORG, hash_token(token), token[:12]),
+        (ORG, hash_token(second), second[:12]),
+    ]
+    assert rows[0].created_by == "U0ADMIN01" and rows[0].revoked_at is None
+
+
+def test_token_create_refuses_an_unknown_org(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", f"sqlite+aiosqlite:///{tmp_path / 'p.db'}")
+    monkeypatch.setenv("PITCREW_CONFIG", str(ROOT / "program.example.yml"))
+    assert main(["token", "create", "no-such-org"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("unknown org 'no-such-org':") and "kumo-labs" in err
+    assert not (tmp_path / "p.db").exists()  # nothing created
