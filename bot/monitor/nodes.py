@@ -37,6 +37,7 @@ from storage.models import Episode, Silence
 
 log = logging.getLogger(__name__)
 EVENTS_REMEMBERED = timedelta(days=1)  # far longer than SQS's redelivery and SageMaker's repeats
+CLUSTER_BACKENDS = frozenset(backend.value for backend in Backend)
 
 
 @dataclass(frozen=True)
@@ -110,13 +111,15 @@ class NodeMonitor:
         await self._look(cluster, rows, hints=hints)
 
     async def _episodes(self, org_id: str) -> list[Episode]:
-        """The org's open episodes, and those closed recently enough to be reopened."""
+        """The org's open node and cluster episodes, and those closed recently enough to be reopened. Training
+        jobs' episodes (bot.monitor.jobs) share the table but not this monitor: a sweep must not close them."""
         now = self._clock()
         async with self._db.session() as session:
             current = list(await crud.open_episodes(session, org_id=org_id))
             recent = await crud.episodes_between(session, org_id=org_id, since=now - REOPEN_WINDOW, until=now)
         ids = {row.id for row in current}
-        return current + [row for row in recent if row.id not in ids and row.state == "closed"]
+        rows = current + [row for row in recent if row.id not in ids and row.state == "closed"]
+        return [row for row in rows if row.backend in CLUSTER_BACKENDS]
 
     async def _look(
         self, cluster: Cluster, rows: Sequence[Episode], *, hints: Mapping[str, tuple[bool, str]]
