@@ -48,6 +48,9 @@ class SweepReport:
     opened: int
     closed: int
 
+    def __bool__(self) -> bool:  # worth a log line
+        return bool(self.opened or self.closed or self.skipped_orgs)
+
 
 def _known(row: Episode) -> Known:
     return Known(

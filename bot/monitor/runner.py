@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -59,28 +60,22 @@ class MonitorRunner:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._lease_task = loop.create_task(self._lease.run(self._stop))
-        self.scheduler.add_job(
-            self._sweep,
-            IntervalTrigger(seconds=self._sweep_seconds, timezone=self._tz),
-            id="node_sweep",
-            next_run_time=datetime.now(self._tz) + timedelta(seconds=FIRST_SWEEP_DELAY),
-            max_instances=1,  # a slow sweep is not stacked on by the next one
-            coalesce=True,
-        )
-        self.scheduler.add_job(
-            self._pull_cloudwatch,
-            IntervalTrigger(seconds=self._sweep_seconds, timezone=self._tz),
-            id="cloudwatch_pull",
-            max_instances=1,
-            coalesce=True,
-        )
-        self.scheduler.add_job(
-            self._check_throughput,
-            IntervalTrigger(seconds=self._throughput_seconds, timezone=self._tz),
-            id="throughput_check",
-            max_instances=1,
-            coalesce=True,
-        )
+        # Each job acts only on the leader; a slow run is not stacked on by the next one (max_instances=1).
+        jobs: list[tuple[str, Callable[[], Awaitable[object]], float, float]] = [
+            ("node sweep", self._monitor.sweep, self._sweep_seconds, FIRST_SWEEP_DELAY),
+            ("CloudWatch throughput pull", self._cloudwatch.pull, self._sweep_seconds, FIRST_SWEEP_DELAY),
+            ("throughput check", self._throughput.check, self._throughput_seconds, FIRST_SWEEP_DELAY),
+        ]
+        for name, work, seconds, first in jobs:
+            self.scheduler.add_job(
+                self._on_leader,
+                IntervalTrigger(seconds=seconds, timezone=self._tz),
+                args=(name, work),
+                id=name.replace(" ", "_"),
+                next_run_time=datetime.now(self._tz) + timedelta(seconds=first),
+                max_instances=1,
+                coalesce=True,
+            )
         self.scheduler.start()
         if self._queue is not None:
             self._consumer = loop.create_task(self._consume(self._queue))
@@ -95,39 +90,17 @@ class MonitorRunner:
         # The lease loop ends on the event and releases the lease, so another replica takes over at once.
         await asyncio.gather(*(t for t in (self._lease_task, self._consumer) if t), return_exceptions=True)
 
-    async def _sweep(self) -> None:
+    async def _on_leader(self, name: str, work: Callable[[], Awaitable[object]]) -> None:
+        """Run a scheduled job if this replica leads; a failure is logged and the next run tries again."""
         if not self._lease.held:
             return
         try:
-            report = await self._monitor.sweep()
+            result = await work()
         except Exception:
-            log.exception("node sweep failed")
+            log.exception("%s failed", name)
             return
-        if report.opened or report.closed or report.skipped_orgs:
-            log.info("sweep: %s", report)
-
-    async def _pull_cloudwatch(self) -> None:
-        """Orgs whose throughput is a CloudWatch metric: new datapoints join the ingested samples."""
-        if not self._lease.held:
-            return
-        try:
-            stored = await self._cloudwatch.pull()
-        except Exception:
-            log.exception("CloudWatch throughput pull failed")
-            return
-        if stored:
-            log.info("CloudWatch: %d throughput sample(s) stored", stored)
-
-    async def _check_throughput(self) -> None:
-        if not self._lease.held:
-            return
-        try:
-            changed = await self._throughput.check()
-        except Exception:
-            log.exception("throughput check failed")
-            return
-        if changed:
-            log.info("throughput: %d episode(s) opened or closed", changed)
+        if result:  # something changed: a report with news, or a count above 0
+            log.info("%s: %s", name, result)
 
     async def _consume(self, queue: EventQueue) -> None:
         while not self._stop.is_set():
