@@ -119,6 +119,46 @@ def token_create(settings: Settings, org_id: str, created_by: str | None) -> int
     return 0
 
 
+async def _token_admin(database_url: str, *, org_id: str | None, prefix: str | None) -> tuple[list[str], int]:
+    """Lines listing an org's tokens, or the number revoked by prefix."""
+    from bot.monitor.tokens import list_tokens, revoke_token
+    from storage.db import Database
+
+    db = Database(url=database_url)
+    try:
+        await db.upgrade()
+        if prefix is not None:
+            return [], await revoke_token(db, prefix=prefix)
+        rows = await list_tokens(db, org_id=org_id or "")
+        lines = [
+            f"{row.prefix}…  created {row.created_at:%Y-%m-%d %H:%M} UTC by {row.created_by or '?'}"
+            + (f"  REVOKED {row.revoked_at:%Y-%m-%d %H:%M} UTC" if row.revoked_at else "")
+            for row in rows
+        ]
+        return lines, len(rows)
+    finally:
+        await db.dispose()
+
+
+def token_list(settings: Settings, org_id: str) -> int:
+    program = _program(settings)
+    if program.org(org_id) is None:
+        print(f"unknown org {org_id!r}: see {settings.pitcrew_config}", file=sys.stderr)
+        return 1
+    lines, _ = asyncio.run(_token_admin(settings.database_url, org_id=org_id, prefix=None))
+    print("\n".join(lines) if lines else f"{org_id} has no ingest tokens; `pitcrew token create {org_id}` makes one")
+    return 0
+
+
+def token_revoke(settings: Settings, prefix: str) -> int:
+    _, revoked = asyncio.run(_token_admin(settings.database_url, org_id=None, prefix=prefix))
+    if not revoked:
+        print(f"no active token shown as {prefix!r}; `pitcrew token list ORG` shows them", file=sys.stderr)
+        return 1
+    print(f"revoked {revoked} token{'s' if revoked > 1 else ''} shown as {prefix}; requests with it now get 401")
+    return 0
+
+
 def throughput_replay(path: Path, *, stall_after: float, drop_ratio: float, sustain: float) -> int:
     """Print the detector's episodes over a recorded trace, one JSON object per line (tuning thresholds)."""
     from datetime import timedelta
@@ -182,6 +222,10 @@ def parser() -> argparse.ArgumentParser:
     token_new = token_sub.add_parser("create", help="create an org's ingest token and print it (once)")
     token_new.add_argument("org", metavar="ORG", help="an org id from the program file")
     token_new.add_argument("--by", dest="created_by", help="who it is for or who made it (default: $USER)")
+    token_list_cmd = token_sub.add_parser("list", help="an org's tokens, by the prefix they are shown as")
+    token_list_cmd.add_argument("org", metavar="ORG")
+    token_revoke_cmd = token_sub.add_parser("revoke", help="revoke a token by the prefix `token list` shows")
+    token_revoke_cmd.add_argument("prefix", metavar="PREFIX", help="e.g. pct_AbCdEfGh")
     return top
 
 
@@ -204,6 +248,10 @@ def main(argv: list[str] | None = None) -> int:
             args.file, stall_after=args.stall_after, drop_ratio=args.drop_ratio, sustain=args.sustain
         )
     if args.command == "token":
+        if args.token_command == "list":
+            return token_list(settings, args.org)
+        if args.token_command == "revoke":
+            return token_revoke(settings, args.prefix)
         return token_create(settings, args.org, args.created_by)
     return db_upgrade(settings)
 

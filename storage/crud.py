@@ -506,3 +506,18 @@ async def latest_sample_times(session: AsyncSession, *, org_id: str) -> dict[tup
             # type decorator), so make it aware UTC here.
             found[(cluster, job)] = ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
     return found
+
+
+async def org_tokens(session: AsyncSession, *, org_id: str) -> Sequence[ApiToken]:
+    """An org's ingest tokens, newest first (revoked ones included, marked by revoked_at)."""
+    query = select(ApiToken).where(ApiToken.org_id == org_id).order_by(col(ApiToken.created_at).desc())
+    return (await session.exec(query)).all()
+
+
+async def revoke_tokens(session: AsyncSession, *, prefix: str, at: datetime) -> int:
+    """Revoke the active tokens shown as `prefix` (the characters `token list` prints); how many."""
+    result = await session.exec(
+        update(ApiToken).where(col(ApiToken.prefix) == prefix, col(ApiToken.revoked_at).is_(None)).values(revoked_at=at)
+    )
+    await session.commit()
+    return int(result.rowcount or 0)

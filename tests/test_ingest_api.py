@@ -301,3 +301,22 @@ def test_token_create_refuses_an_unknown_org(
     err = capsys.readouterr().err
     assert err.startswith("unknown org 'no-such-org':") and "kumo-labs" in err
     assert not (tmp_path / "p.db").exists()  # nothing created
+
+
+def test_token_list_and_revoke(
+    database_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    monkeypatch.setenv("PITCREW_CONFIG", str(ROOT / "program.example.yml"))
+    assert main(["token", "create", ORG, "--by", "U0ADMIN01"]) == 0
+    token = capsys.readouterr().out.splitlines()[1]
+    assert main(["token", "list", ORG]) == 0
+    (listed,) = capsys.readouterr().out.splitlines()
+    assert listed.startswith(token[:12]) and "U0ADMIN01" in listed and "REVOKED" not in listed
+    assert main(["token", "revoke", token[:12]]) == 0
+    assert "requests with it now get 401" in capsys.readouterr().out
+    assert asyncio.run(_post_with(database_url, token))[0] == 401, "a revoked token no longer writes"
+    assert main(["token", "list", ORG]) == 0
+    assert "REVOKED" in capsys.readouterr().out
+    assert main(["token", "revoke", token[:12]]) == 1, "nothing active left to revoke"
+    assert "token list ORG" in capsys.readouterr().err

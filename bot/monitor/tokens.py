@@ -46,3 +46,14 @@ async def org_for_token(db: Database, token: str) -> str | None:
     async with db.session() as session:
         row = await crud.token_by_hash(session, token_hash=hash_token(token))
     return row.org_id if row is not None else None
+
+
+async def list_tokens(db: Database, *, org_id: str) -> list[ApiToken]:
+    async with db.session() as session:
+        return list(await crud.org_tokens(session, org_id=org_id))
+
+
+async def revoke_token(db: Database, *, prefix: str) -> int:
+    """Revoke a token by the prefix `pitcrew token list` shows; its next request gets 401."""
+    async with db.session() as session:
+        return await crud.revoke_tokens(session, prefix=prefix, at=utcnow())
