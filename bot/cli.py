@@ -232,6 +232,8 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # APScheduler logs every run of every job at INFO (several a minute); our jobs log what changed.
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
     for noisy in ("httpx", "botocore", "alembic.runtime.plugins"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     if args.command == "demo":
