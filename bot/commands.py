@@ -65,6 +65,7 @@ TEMPLATE_ID = re.compile(r"[a-z][a-z0-9-]{1,62}")
 GROUP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,62}(?:/[A-Za-z0-9][A-Za-z0-9-]{0,62})?")
 NODE_ID = re.compile(r"i-[a-f0-9]{8}(?:[a-f0-9]{9})?")  # HyperPod node ids are EC2 instance ids
 MAX_COUNT = 10_000
+DIGITS = re.compile(r"[0-9]{1,6}")  # ASCII only: str.isdigit() accepts "²", which int() then refuses
 PARAM = re.compile(r"([A-Za-z][A-Za-z0-9_-]{0,63})=(.*)", re.DOTALL)
 
 
@@ -307,7 +308,7 @@ def _audit(args: list[str], usage: str) -> ShowAudit:
     for word in words:
         if word == "--days":
             value = next(words, None)
-            if value is None or not value.isdigit() or not 1 <= int(value) <= MAX_AUDIT_DAYS:
+            if value is None or not DIGITS.fullmatch(value) or not 1 <= int(value) <= MAX_AUDIT_DAYS:
                 raise UsageError(f"`--days` takes a whole number from 1 to {MAX_AUDIT_DAYS}.", usage)
             days = int(value)
         elif word.startswith("--"):
@@ -340,7 +341,7 @@ def _change(sub: str, args: list[str], usage: str) -> ScaleGroup | NodeAction | 
         group, count = rest
         if not GROUP_NAME.fullmatch(group):
             raise UsageError(f"`{_shown(group)}` is not an instance group or queue name.", usage)
-        if not count.isdigit() or int(count) > MAX_COUNT:
+        if not DIGITS.fullmatch(count) or int(count) > MAX_COUNT:
             raise UsageError(
                 f"The node count must be a whole number from 0 to {MAX_COUNT:,}; got `{_shown(count)}`.", usage
             )
@@ -363,7 +364,7 @@ def _throughput(args: list[str], usage: str) -> ShowThroughput:
     for word in words:
         if word == "--hours":
             value = next(words, None)
-            if value is None or not value.isdigit() or not 1 <= int(value) <= MAX_THROUGHPUT_HOURS:
+            if value is None or not DIGITS.fullmatch(value) or not 1 <= int(value) <= MAX_THROUGHPUT_HOURS:
                 raise UsageError(f"`--hours` takes a whole number from 1 to {MAX_THROUGHPUT_HOURS}.", usage)
             hours = int(value)
         elif word == "--public":

@@ -14,7 +14,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -33,6 +33,7 @@ from storage.models import Operation, OperationStatus, Outcome, utcnow
 log = logging.getLogger(__name__)
 
 CONFIRM, CANCEL = blocks.CONFIRM_ACTION, blocks.CANCEL_ACTION  # also the audit log's command names
+STUCK_AFTER = timedelta(minutes=90)  # no visible change for this long: the change is reported as failed
 
 
 class NothingStarted(Exception):
@@ -180,9 +181,9 @@ class Operations:
             rid = request_id(error)
             await self._finish(operation, OperationStatus.FAILED, f"AWS refused: {reason}", request_id=rid)
             return blocks.refusal(f"The {noun} of `{operation.cluster_name}` failed: {reason}"), True
-        if detail:
-            await self._set(operation.id, detail=detail[:2000])
-            operation.detail = detail
+        operation.started_at = self.clock()  # AWS answered: from here a resumed watch may judge it
+        operation.detail = detail or operation.detail
+        await self._set(operation.id, started_at=operation.started_at, detail=operation.detail[:2000])
         self._watch(operation)
         return blocks.operation_decided(operation, "confirmed"), True
 
@@ -236,6 +237,13 @@ class Operations:
     async def _follow(self, operation: Operation) -> None:
         delay, last, watch = self.first_poll, "", Watch()
         kind, backend = Kind(operation.kind), Backend(operation.backend)
+        if operation.started_at is None:
+            # The bot stopped between claiming it and AWS's answer: whether AWS acted is unknown, so it is not
+            # called done (an unchanged cluster would look done) nor started again.
+            reason = "the bot stopped while asking AWS; whether the change was made is unknown: check /cluster status"
+            await self._finish(operation, OperationStatus.FAILED, reason)
+            return
+        moved_at = self.clock()
         while True:
             try:
                 cluster = await self.fleet.get(operation.org_id, backend, operation.cluster_name)
@@ -252,16 +260,27 @@ class Operations:
                     return
                 line = blocks.operation_line(operation, cluster)
                 if line != last:
-                    last = line
+                    last, moved_at = line, self.clock()
                     await self._show(operation, line)
+                elif self.clock() - moved_at > STUCK_AFTER:
+                    # e.g. a scale AWS cannot fill (no capacity): stop holding the cluster's one-change lock.
+                    minutes = int(STUCK_AFTER.total_seconds() // 60)
+                    reason = f"no progress for {minutes} minutes; AWS shows: {line}"
+                    await self._finish(operation, OperationStatus.FAILED, reason)
+                    return
             await self.sleep(delay)
             delay = min(delay * 2, self.max_poll)
 
     async def _show(self, operation: Operation, line: str) -> None:
-        if operation.message_ts:
+        """Edit the progress message; Slack failing (message deleted, channel archived) never stops the watch."""
+        if not operation.message_ts:
+            return
+        try:
             await self.poster.update(
                 channel=operation.channel_id, ts=operation.message_ts, reply=blocks.operation_progress(operation, line)
             )
+        except Exception:
+            log.warning("could not edit the progress message of %s", operation.id, exc_info=True)
 
     async def _finish(
         self, operation: Operation, status: OperationStatus, detail: str, *, request_id: str = ""
@@ -279,11 +298,7 @@ class Operations:
             outcome=Outcome.DONE if done else Outcome.FAILED,
             detail=f"{detail}{rid}{started}",
         )
-        if operation.message_ts:
-            line = f"Done: {detail}" if done else f"Failed: {blocks.escape(detail)}"
-            await self.poster.update(
-                channel=operation.channel_id, ts=operation.message_ts, reply=blocks.operation_progress(operation, line)
-            )
+        await self._show(operation, f"Done: {detail}" if done else f"Failed: {blocks.escape(detail)}")
 
     async def resume(self) -> int:
         """Watch again what was running when the bot stopped; never start it again."""

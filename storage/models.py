@@ -124,6 +124,9 @@ class Operation(SQLModel, table=True):
     confirmed_by: str | None = Field(default=None, max_length=24)
     confirmed_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime()))
     message_ts: str | None = Field(default=None, max_length=32)  # the progress message, edited in place
+    # When AWS accepted the change. A running operation without it was interrupted before AWS answered: a
+    # restarted bot reports it as unknown rather than judging an unchanged cluster "done".
+    started_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime()))
     detail: str = Field(default="", max_length=2000)
     updated_at: datetime = _utc_column(nullable=False)
 
@@ -153,7 +156,7 @@ class Episode(SQLModel, table=True):
     org_id: str = Field(max_length=40)
     backend: str = Field(max_length=16)
     cluster_name: str = Field(max_length=63)
-    node_key: str = Field(max_length=64)  # the instance id that opened it, or "cluster"
+    node_key: str = Field(max_length=128)  # the instance id that opened it, "cluster", or a training job's name
     generation: int = 0  # 0 for the first episode of a key, +1 for each later one
     kind: str = Field(max_length=16)  # EpisodeKind
     state: str = Field(max_length=16)  # EpisodeState

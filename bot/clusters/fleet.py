@@ -26,7 +26,7 @@ import httpx
 from botocore.exceptions import BotoCoreError, ClientError
 
 from bot.clusters.accounts import AwsAccounts
-from bot.clusters.hyperpod import HyperPodBackend, NodeBatchResult
+from bot.clusters.hyperpod import GroupNotFound, HyperPodBackend, NodeBatchResult
 from bot.clusters.model import Backend, Cluster, ClusterBackend, ClusterNotFound
 from bot.clusters.parallelcluster import (
     ParallelClusterApiBackend,
@@ -102,6 +102,10 @@ def describe_error(error: BaseException) -> str:
         if step:
             return f"AWS said {code}: {message} — {step}"
         return f"AWS error {code}: {message}"
+    if isinstance(error, ClusterNotFound):
+        return "that cluster does not exist (any more): `/cluster list` shows what exists"
+    if isinstance(error, GroupNotFound):
+        return f"{error} `/cluster status` shows its groups"
     if isinstance(error, TimeoutError | asyncio.TimeoutError):
         return "timed out"
     if isinstance(error, ParallelClusterApiError):
@@ -164,10 +168,12 @@ class Fleet:
             pcluster = ParallelClusterEc2Backend(org_id=org.id, ec2=ec2, shared_account=shared)
         return [hyperpod, pcluster]
 
-    async def _in_thread(self, work: Callable[[], T]) -> T:
+    async def _in_thread(self, work: Callable[[], T], *, timeout: float | None = -1.0) -> T:
+        """`work` in a worker thread; the org timeout applies unless `timeout` says otherwise (None: wait)."""
         async with self._limit:
             loop = asyncio.get_running_loop()
-            return await asyncio.wait_for(loop.run_in_executor(self._pool, work), self._timeout)
+            limit = self._timeout if timeout == -1.0 else timeout
+            return await asyncio.wait_for(loop.run_in_executor(self._pool, work), limit)
 
     def _org(self, org_id: str) -> OrgConfig:
         org = self._program.org(org_id)
@@ -255,7 +261,9 @@ class Fleet:
         """Run one change in a worker thread; whatever happens, the org's cached listing is stale after it."""
         org = self._org(org_id)
         try:
-            return await self._in_thread(lambda: work(self._backend(org, backend)))
+            # No timeout: giving up on the await would not stop the thread, so a change that AWS goes on to
+            # make would be reported as failed. boto3's own connect/read timeouts and retries bound it.
+            return await self._in_thread(lambda: work(self._backend(org, backend)), timeout=None)
         finally:
             self._cache.pop(org_id, None)
 

@@ -104,8 +104,11 @@ def plan_launch(
             f"`{org.id}` has no ParallelCluster API in the program file (aws.parallelcluster_api), and launching "
             "a ParallelCluster cluster goes through it; its clusters can still be listed and inspected."
         )
-    if any(c.name == name and c.backend is backend for c in clusters):
-        raise PlanRefused(f"`{org.id}` already has a {backend.label} cluster named `{name}`; choose another name.")
+    taken = next((c for c in clusters if c.name == name), None)
+    if taken is not None:  # on either backend: ORG/NAME must name one cluster
+        raise PlanRefused(
+            f"`{org.id}` already has a {taken.backend.label} cluster named `{name}`; choose another name."
+        )
     try:
         params = template.resolve(given, count=count)
     except ParameterError as error:

@@ -20,6 +20,9 @@ REOPEN_WINDOW = timedelta(minutes=30)
 STORM_NODES = 5  # this many nodes of one cluster failing in one look make one grouped message
 CLUSTER_KEY = "cluster"
 GONE = "gone"  # the failed instance left the cluster and no successor is there yet
+# A replacement is launched within hours of the failure; a node launched days later is a scale-up, not it.
+SUCCESSOR_WINDOW = timedelta(hours=6)
+GONE_FOR_GOOD = timedelta(hours=24)  # a node gone this long with no successor was removed, not replaced
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,7 @@ def _successor(episode: Known, nodes: Sequence[Node], claimed: set[str]) -> Node
         if node.group == episode.group
         and node.node_id not in claimed
         and node.launch_time is not None
-        and node.launch_time >= episode.opened_at
+        and episode.opened_at <= node.launch_time <= episode.opened_at + SUCCESSOR_WINDOW
     ]
     return min(candidates, key=lambda node: (node.launch_time or episode.opened_at, node.node_id), default=None)
 
@@ -119,7 +122,7 @@ def assess(cluster: Cluster, episodes: Sequence[Known], *, now: datetime) -> Ver
     open_nodes = [e for e in episodes if e.open and e.kind == "node"]
     claimed = {node_id for e in open_nodes for node_id in e.node_ids}
     for episode in open_nodes:
-        _follow(episode, nodes, cluster.nodes, claimed, verdict)
+        _follow(episode, nodes, cluster.nodes, claimed, verdict, now)
     recent = [
         e for e in episodes if not e.open and e.kind == "node" and e.closed_at and now - e.closed_at <= REOPEN_WINDOW
     ]
@@ -145,13 +148,20 @@ def assess(cluster: Cluster, episodes: Sequence[Known], *, now: datetime) -> Ver
 
 
 def _follow(
-    episode: Known, nodes: Mapping[str, Node], listed: Sequence[Node], claimed: set[str], verdict: Verdict
+    episode: Known,
+    nodes: Mapping[str, Node],
+    listed: Sequence[Node],
+    claimed: set[str],
+    verdict: Verdict,
+    now: datetime,
 ) -> None:
     node = nodes.get(episode.current)
     if node is None:
         successor = _successor(episode, listed, claimed)
         if successor is None:
-            if episode.status != GONE:
+            if now - episode.opened_at > GONE_FOR_GOOD:
+                verdict.closed.append(Closed(episode.id, f"`{episode.current}` left the cluster and was not replaced"))
+            elif episode.status != GONE:
                 note = f"`{episode.current}` left the cluster; waiting for its replacement to appear"
                 verdict.changed.append(Changed(episode.id, episode.node_ids, GONE, "", note))
             return

@@ -30,7 +30,9 @@ KIND = "job"
 WINDOW = timedelta(hours=3)  # samples replayed through the detector at each check
 CHART_WINDOW = timedelta(hours=6)
 CAUSE_WINDOW = timedelta(minutes=30)
-PRUNE_EVERY = timedelta(hours=1)  # a node failure this close before the anomaly is its likely cause
+PRUNE_EVERY = timedelta(hours=1)
+BASELINE_BEFORE = timedelta(hours=1)  # replayed before an open anomaly, so its baseline does not age out
+LONGEST_REPLAY = timedelta(hours=48)  # a node failure this close before the anomaly is its likely cause
 
 
 def thresholds_for(program: ProgramConfig, org_id: str) -> Thresholds:
@@ -103,6 +105,9 @@ class ThroughputMonitor:
             jobs = set(await crud.active_jobs(session, since=now - WINDOW))
             open_rows = [r for r in await crud.open_episodes(session) if r.backend == BACKEND]
         by_job = {(r.org_id, r.cluster_name, r.node_key): r for r in open_rows}
+        for row in open_rows:
+            if row.message_ts is None and row.channel_id and not row.silenced:
+                await self._post_alert(row, now)  # Slack failed the first time: the alert is not lost
         changed = 0
         for org_id, cluster, job in sorted(jobs | set(by_job)):
             try:
@@ -153,20 +158,30 @@ class ThroughputMonitor:
             return list(await crud.samples(session, org_id=org_id, cluster=cluster, job=job, since=since, until=until))
 
     async def _check_job(self, org_id: str, cluster: str, job: str, row: Episode | None, now: datetime) -> int:
-        rows = await self.samples(org_id, cluster, job, since=now - WINDOW, until=now + timedelta(minutes=5))
+        since = now - WINDOW
+        if row is not None:  # an open anomaly is judged against the healthy hour before it, however long it lasts
+            since = max(min(since, (row.failing_since or row.opened_at) - BASELINE_BEFORE), now - LONGEST_REPLAY)
+        rows = await self.samples(org_id, cluster, job, since=since, until=now + timedelta(minutes=5))
         if not rows:
             return 0  # silent for longer than the window: an open stall stays open until throughput is back
         detector = run_detector(rows, thresholds_for(self._desk.program, org_id), now)
         current = detector.current
         if current is None:
-            if row is not None:
+            if row is not None and detector.baseline is not None:  # no baseline: no verdict, nothing closes
                 await self._close(row, detector, rows, now, note="throughput is back")
                 return 1
             return 0
         if row is not None and row.status == current.kind:
             return 0
-        if row is not None:
-            await self._close(row, detector, rows, now, note=f"it became a {current.kind}")
+        if row is not None:  # a slowdown became a hang (or back): the same episode, not a recovery
+            message = f"{self._figures(detector, current, unit_of(rows))} Now a {current.kind}."
+            await self._desk.update(row, {"status": current.kind, "message": message[:1000], "updated_at": now})
+            if row.message_ts and not row.silenced:
+                note = f":red_circle: It is now a {current.kind}: {message}"
+                await self._desk.post(row.channel_id, alerts.thread_note(note), thread_ts=row.message_ts)
+                reply = alerts.job_alert(row, org_name=self._desk.org_name(org_id), tz=self._desk.tz, now=now)
+                await self._desk.edit(row.channel_id, row.message_ts, reply)
+            return 1
         await self._open(org_id, cluster, job, current, detector, rows, now)
         return 1
 
@@ -221,7 +236,7 @@ class ThroughputMonitor:
                     org_id=org_id,
                     backend=BACKEND,
                     cluster_name=cluster,
-                    node_key=job[:64],
+                    node_key=job,
                     generation=generation,
                     kind=KIND,
                     state="open",
@@ -243,13 +258,19 @@ class ThroughputMonitor:
             note = f":mute: While silenced: job `{job}` {anomaly.kind}. {message}"
             await self._desk.post(silence.channel_id, alerts.thread_note(note), thread_ts=silence.thread_ts)
             return
-        reply = alerts.job_alert(row, org_name=self._desk.org_name(org_id), tz=self._desk.tz, now=now)
+        ts = await self._post_alert(row, now)
+        if ts:
+            await self._chart(row, now, thread_ts=ts, anomaly=anomaly)
+
+    async def _post_alert(self, row: Episode, now: datetime) -> str | None:
+        reply = alerts.job_alert(row, org_name=self._desk.org_name(row.org_id), tz=self._desk.tz, now=now)
         ts = await self._desk.post(row.channel_id, reply)
+        if ts is None:
+            return None  # tried again at the next check
         line = alerts.job_coordination_line(row, channel=row.channel_id, now=now)
         coordination_ts = await self._desk.post(self._desk.program.coordination_channel, line)
         await self._desk.update(row, {"message_ts": ts, "coordination_ts": coordination_ts})
-        if ts:
-            await self._chart(row, now, thread_ts=ts, anomaly=anomaly)
+        return ts
 
     async def _close(
         self, row: Episode, detector: JobDetector, rows: Sequence[ThroughputSample], now: datetime, *, note: str

@@ -90,10 +90,16 @@ class NodeMonitor:
                 skipped.append(listing.org)
                 continue
             rows = await self._episodes(listing.org)
+            unposted = [r for r in rows if r.state == "open" and not r.message_ts and not r.silenced and r.channel_id]
+            groups: dict[int, list[Episode]] = defaultdict(list)
+            for row in unposted:  # Slack failed when it opened: post it now rather than never (a storm once)
+                groups[row.storm_id or row.id or 0].append(row)
+            for members in groups.values():
+                await self._announce(members, None, None, storm=len(members) > 1)
             seen = {(c.backend.value, c.name) for c in listing.clusters}
             for cluster in listing.clusters:
                 clusters += 1
-                verdict = await self._look(cluster, rows, hints={})
+                verdict = await self._look(cluster, hints={})
                 opened, closed = opened + len(verdict.opened), closed + len(verdict.closed)
             for key in {(r.backend, r.cluster_name) for r in rows if r.state == "open"} - seen:
                 mine = [r for r in rows if (r.backend, r.cluster_name) == key]
@@ -111,7 +117,7 @@ class NodeMonitor:
         if cluster is None:
             await self._apply(org_id, backend.value, name, None, gone([_known(r) for r in rows]), rows)
             return
-        await self._look(cluster, rows, hints=hints)
+        await self._look(cluster, hints=hints)
 
     async def _episodes(self, org_id: str) -> list[Episode]:
         """The org's open node and cluster episodes, and those closed recently enough to be reopened. Training
@@ -124,14 +130,11 @@ class NodeMonitor:
         rows = current + [row for row in recent if row.id not in ids and row.state == "closed"]
         return [row for row in rows if row.backend in CLUSTER_BACKENDS]
 
-    async def _look(
-        self, cluster: Cluster, rows: Sequence[Episode], *, hints: Mapping[str, tuple[bool, str]]
-    ) -> Verdict:
+    async def _look(self, cluster: Cluster, *, hints: Mapping[str, tuple[bool, str]]) -> Verdict:
         key = (cluster.org, cluster.backend.value, cluster.name)
         async with self._locks[key]:
-            mine = [r for r in rows if (r.backend, r.cluster_name) == key[1:]]
-            if hints:  # the event path reads the rows afresh under the lock
-                mine = [r for r in await self._episodes(cluster.org) if (r.backend, r.cluster_name) == key[1:]]
+            # Read afresh under the lock: the event path may have changed them since the sweep's snapshot.
+            mine = [r for r in await self._episodes(cluster.org) if (r.backend, r.cluster_name) == key[1:]]
             verdict = assess(with_hints(cluster, hints), [_known(r) for r in mine], now=self._clock())
             if verdict:
                 await self._apply(cluster.org, cluster.backend.value, cluster.name, cluster, verdict, mine)
