@@ -122,3 +122,34 @@ async def test_cluster_throughput_shows_rates_and_sends_the_chart(world: Sandbox
     assert dm.files[0]["filename"] == f"{CLUSTER}-throughput.png"
     other = await ask(world, user=HANA, channel=KUMO, text=f"throughput kumo-labs/{CLUSTER}")
     assert JOB not in body(other), "another org's jobs are not shown"
+
+
+async def test_a_hang_longer_than_the_replay_window_stays_a_hang(world: Sandbox) -> None:
+    """Review finding: once the healthy samples aged out of the 3-hour window, the rebuilt detector had no
+    baseline and the open stall was closed as "throughput is back"."""
+    services = world.pitcrew.services
+    token = await create_token(services.db, org_id="kumo-labs", created_by="test")
+    now = datetime.now(UTC)
+    await post(world, token, history(now - timedelta(hours=2, minutes=50), hours=2))
+    await check(world)
+    (alert,) = alerts_in(world, KUMO, "Training stalled")
+    later = now + timedelta(hours=2)  # four hours and more after the last sample
+    world.pitcrew.services.throughput._desk.clock = lambda: (
+        later
+    )  # the monitor's clock, injected as in tests of APScheduler
+    await check(world)
+    assert not any("Recovered" in m.text for m in world.slack.messages if m.thread_ts == alert.ts)
+
+
+async def test_a_long_job_name_opens_and_closes_its_episode(world: Sandbox) -> None:
+    services = world.pitcrew.services
+    token = await create_token(services.db, org_id="kumo-labs", created_by="test")
+    long_job = "run-2026-11-29/llama-70b-pretrain/" + "x" * 80  # 114 characters: ingest allows 128
+    now = datetime.now(UTC)
+    rows = [{**row, "job": long_job} for row in history(now - timedelta(minutes=15))]
+    await post(world, token, rows)
+    await check(world)
+    (alert,) = alerts_in(world, KUMO, "Training stalled")
+    await post(world, token, [{"org": "kumo-labs", "cluster": CLUSTER, "job": long_job, "tokens_per_second": RATE}])
+    await check(world)
+    assert "Throughput back" in next(m for m in world.slack.messages if m.ts == alert.ts).text
