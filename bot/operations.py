@@ -221,6 +221,7 @@ class Operations:
             return blocks.problem("This plan is not known (any more)."), False
         refusal = self.may_decide(operation, user_id)
         if refusal:
+            self._record(operation, user_id=user_id, command=CANCEL, outcome=Outcome.REFUSED, detail=refusal)
             return blocks.refusal(refusal), False
         if not await self._claim(operation.id, OperationStatus.CANCELLED, confirmed_by=user_id):
             noun = Kind(operation.kind).noun

@@ -126,6 +126,15 @@ class HyperPodBackend:
             if key in details_shape.members and (value := _fit(details.get(key), member)) is not None:
                 spec[key] = value
         spec["InstanceCount"] = count  # details say TargetCount/CurrentCount; the input says InstanceCount
+        # Same meaning, other names. Left out, the image would be "the latest available" (botocore's docs),
+        # so scaling a group pinned to an AMI could also change its software.
+        renamed = {
+            "ImageId": details.get("DesiredImageId") or details.get("CurrentImageId"),
+            "MinInstanceCount": details.get("MinCount"),
+        }
+        for key, value in renamed.items():
+            if key in spec_shape.members and value is not None:
+                spec[key] = value
         return _request_id(self._client.update_cluster(ClusterName=name, InstanceGroups=[spec]))
 
     def reboot_nodes(self, *, name: str, node_ids: Sequence[str]) -> NodeBatchResult:

@@ -65,12 +65,24 @@ class LaunchPlan:
 
 
 def held_instances(clusters: Iterable[Cluster]) -> Counter[str]:
-    """Instances an org holds now, per type without the ml. prefix, across both backends."""
+    """Instances an org holds or has asked for, per type without the ml. prefix, across both backends.
+
+    A group counts the larger of its nodes and its target: a cluster still being created (target 10, no
+    nodes yet), a scale under way, or a stopped ParallelCluster fleet (its MinCount comes back on start)
+    hold their quota, or two requests could each fit and together exceed it."""
     held: Counter[str] = Counter()
     for cluster in clusters:
-        for node in cluster.nodes:
-            if node.status not in ("terminated", "shutting-down"):
-                held[normalize_instance_type(node.instance_type)] += 1
+        counted: Counter[tuple[str, str]] = Counter(
+            (node.group, normalize_instance_type(node.instance_type))
+            for node in cluster.nodes
+            if node.status not in ("terminated", "shutting-down")
+        )
+        for group in cluster.groups:
+            if group.target is not None:
+                key = (group.name, normalize_instance_type(group.instance_type))
+                counted[key] = max(counted[key], group.target)
+        for (_, instance_type), count in counted.items():
+            held[instance_type] += count
     return held
 
 

@@ -91,7 +91,12 @@ def _scaled(request: dict[str, Any], cluster: Cluster) -> Verdict:
         return Verdict(State.GOING)
     if cluster.extra.get("compute_fleet") in STOPPED_FLEET:
         return Verdict(State.DONE, "the compute fleet is stopped: the nodes come up when it is started")
-    settled = group.current == group.target if group.target is not None else group.current == request["count"]
+    if group.target is None:
+        settled = group.current == request["count"]
+    elif "/" in str(request["group"]):  # one compute resource of a queue that has several: the queue's sum moves
+        settled = group.current == group.target
+    else:  # the target must be the one asked for: an unchanged group (before AWS took the change) is not done
+        settled = group.current == group.target == request["count"]
     return Verdict(State.DONE if settled else State.GOING)
 
 

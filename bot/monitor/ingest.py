@@ -61,6 +61,8 @@ def _items(body: bytes, max_batch: int) -> list[Any]:
             f"the body is not valid JSON ({error.msg} at line {error.lineno}, column {error.colno}); "
             f"{SHAPE}, e.g. {EXAMPLE}"
         ) from None
+    except (ValueError, RecursionError):  # a number over 4,300 digits, or nesting deeper than Python recurses
+        raise _refuse(f"the body is JSON no sample can be made of (a huge number or deep nesting); {SHAPE}") from None
     if isinstance(data, dict) and "samples" in data:
         extra = sorted(set(data) - {"samples"})
         if extra:

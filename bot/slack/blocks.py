@@ -43,7 +43,10 @@ def header(text: str) -> Block:
 
 
 def section(text: str, *, fields: Sequence[str] = ()) -> Block:
-    block: Block = {"type": "section", "text": {"type": "mrkdwn", "text": _clip(text, MAX_SECTION)}}
+    """A section; blank `text` with fields gives a fields-only section (Slack wants non-empty text or none)."""
+    block: Block = {"type": "section"}
+    if text.strip() or not fields:
+        block["text"] = {"type": "mrkdwn", "text": _clip(text, MAX_SECTION)}
     if fields:
         block["fields"] = [{"type": "mrkdwn", "text": _clip(item, 2000)} for item in fields[:10]]
     return block

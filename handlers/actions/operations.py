@@ -13,7 +13,8 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 
 from bot.services import Services
 from bot.slack import blocks
-from storage.models import OperationStatus
+from bot.slack.blocks import DELETE_OPEN_ACTION
+from storage.models import OperationStatus, Outcome
 
 INTERNAL_ERROR = "Pitcrew hit an internal error handling that click. It is logged; nothing was started twice."
 
@@ -57,6 +58,16 @@ async def open_delete_callback(ack: AsyncAck, body: dict[str, Any], context: dic
         if operation is None or operation.kind != "delete":
             reply = blocks.problem("This plan is not known (any more); run the command again.")
         elif refusal := services.operations.may_decide(operation, user_id):
+            services.audit.record(
+                at=services.clock(),
+                user_id=user_id,
+                channel_id=operation.channel_id,
+                command=DELETE_OPEN_ACTION,
+                text=blocks.operation_summary(operation),
+                outcome=Outcome.REFUSED,
+                org_id=operation.org_id,
+                detail=refusal,
+            )
             reply = blocks.refusal(refusal)
         elif operation.status != OperationStatus.PLANNED.value:
             reply = blocks.problem(f"This delete is already {operation.status}; nothing more was done.")

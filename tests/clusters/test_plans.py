@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.clusters.model import Backend, Cluster, Health, Node
+from bot.clusters.model import Backend, Cluster, Health, InstanceGroup, Node
 from bot.clusters.plans import PlanRefused, ScalePlan, held_instances, plan_launch, plan_scale, quota_lines
 from bot.clusters.templates import TemplateSet, load_templates
 from bot.config import OrgConfig
@@ -144,3 +144,18 @@ def test_scale_down_needs_no_quota_and_saves_money(templates: TemplateSet) -> No
 def test_scale_to_the_same_count_is_refused(templates: TemplateSet) -> None:
     with pytest.raises(PlanRefused, match="already set to 4 nodes"):
         scale([cluster("a", Backend.HYPERPOD, "ml.p5.48xlarge", 4)], 4, 4, templates)
+
+
+def test_a_cluster_being_created_holds_its_target() -> None:
+    """Review finding: nodes alone let a second launch fit into quota a Creating cluster had asked for."""
+    creating = Cluster(
+        org="kumo-labs",
+        name="a",
+        backend=Backend.HYPERPOD,
+        status="Creating",
+        groups=(InstanceGroup("workers", "ml.p5.48xlarge", current=0, target=10),),
+    )
+    assert held_instances([creating])["p5.48xlarge"] == 10
+    growing = cluster("b", Backend.HYPERPOD, "ml.p5.48xlarge", 4)
+    growing = Cluster(**{**growing.__dict__, "groups": (InstanceGroup("g", "ml.p5.48xlarge", current=4, target=8),)})
+    assert held_instances([growing])["p5.48xlarge"] == 8

@@ -292,3 +292,11 @@ def test_the_refusal_reads_as_text() -> None:
     with pytest.raises(IngestRefused) as info:
         parse([GOOD, one(job=...)])
     assert str(info.value).startswith("400: [1] job is missing")
+
+
+@pytest.mark.parametrize("body", [b'{"tokens_per_second": ' + b"9" * 5000 + b"}", b"[" * 100_000 + b"]" * 100_000])
+def test_json_python_cannot_hold_is_a_400_not_a_500(body: bytes) -> None:
+    """Review finding: json.loads raises a plain ValueError (over 4,300 digits) or RecursionError here."""
+    with pytest.raises(IngestRefused) as refused:
+        parse_samples(body, org_id=ORG, now=NOW, max_age=MAX_AGE)
+    assert refused.value.status == 400 and "huge number or deep nesting" in refused.value.errors[0]["reason"]
