@@ -159,6 +159,12 @@ class Operations:
             operation.id, OperationStatus.RUNNING, confirmed_by=user_id, confirmed_at=self.clock()
         ):
             current = await self.get(operation.id)
+            if current is not None and current.status == OperationStatus.PLANNED.value:  # lost to another change
+                other = await self.busy(
+                    org_id=operation.org_id, backend=Backend(operation.backend), cluster_name=operation.cluster_name
+                )
+                if other is not None:
+                    return blocks.problem(blocks.busy_text(other)), False
             state = current.status if current else "gone"
             by = f" by <@{current.confirmed_by}>" if current and current.confirmed_by else ""
             return blocks.problem(f"This {noun} is already {state}{by}; nothing more was done."), False

@@ -116,16 +116,25 @@ async def get_operation(session: AsyncSession, *, operation_id: str) -> Operatio
 
 
 async def claim_operation(
-    session: AsyncSession, *, operation_id: str, from_status: str, to_status: str, values: dict[str, Any]
+    session: AsyncSession,
+    *,
+    operation_id: str,
+    from_status: str,
+    to_status: str,
+    values: dict[str, Any],
 ) -> bool:
     """Move an operation from one status to another in one conditional UPDATE: True for the one caller
-    that made the change, False for every other (a double click, a retry, another replica)."""
-    result = await session.exec(
-        update(Operation)
-        .where(col(Operation.id) == operation_id, col(Operation.status) == from_status)
-        .values(status=to_status, **values)
-    )
-    await session.commit()
+    that made the change, False for every other (a double click, a retry, another replica).
+
+    Starting (to running) also fails when another operation of the same cluster is running: a partial unique
+    index allows one running row per cluster, so two different plans confirmed at once cannot both start."""
+    conditions = [col(Operation.id) == operation_id, col(Operation.status) == from_status]
+    try:
+        result = await session.exec(update(Operation).where(*conditions).values(status=to_status, **values))
+        await session.commit()
+    except IntegrityError:  # uq_operations_one_running: another change of this cluster started first
+        await session.rollback()
+        return False
     return bool(result.rowcount)
 
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, DateTime, Dialect, Index, Integer, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Column, DateTime, Dialect, Index, Integer, UniqueConstraint, text
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
 
@@ -108,7 +108,19 @@ class Operation(SQLModel, table=True):
     several replicas start it once."""
 
     __tablename__ = "operations"
-    __table_args__ = (Index("ix_operations_status", "status"),)
+    __table_args__ = (
+        Index("ix_operations_status", "status"),
+        # One running change per cluster, enforced by the database (claim_operation relies on it).
+        Index(
+            "uq_operations_one_running",
+            "org_id",
+            "backend",
+            "cluster_name",
+            unique=True,
+            sqlite_where=text("status = 'running'"),
+            postgresql_where=text("status = 'running'"),
+        ),
+    )
 
     id: str = Field(primary_key=True, max_length=32)
     kind: str = Field(max_length=16)  # bot.clusters.progress.Kind: launch, scale, reboot, replace, delete, stop_fleet

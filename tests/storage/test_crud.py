@@ -139,3 +139,37 @@ async def test_an_operation_is_claimed_exactly_once(db: Database) -> None:
         elsewhere = await crud.running_operation(session, org_id="kumo-labs", backend="pcluster", cluster_name="c")
     assert on_cluster is not None and on_cluster.id == "op1", "the running change of a cluster is found"
     assert elsewhere is None, "a same-named cluster on the other backend is another cluster"
+
+
+async def test_two_different_changes_of_one_cluster_cannot_both_start(db: Database) -> None:
+    """Review finding: a busy check then a claim, in two transactions, let two plans start together. A partial
+    unique index now allows one running operation per cluster (SQLite and Postgres)."""
+
+    def planned(operation_id: str, cluster: str = "c") -> Operation:
+        return Operation(
+            id=operation_id,
+            kind="scale",
+            org_id="kumo-labs",
+            backend="hyperpod",
+            cluster_name=cluster,
+            request={},
+            requested_by="U0ALICE01",
+            requested_at=T0,
+            channel_id="C0KUMOLAB",
+            status=OperationStatus.PLANNED.value,
+            updated_at=T0,
+        )
+
+    async with db.session() as session:
+        for operation_id, cluster in (("a", "c"), ("b", "c"), ("d", "other")):
+            await crud.add_operation(session, operation=planned(operation_id, cluster))
+
+    async def claim(operation_id: str) -> bool:
+        async with db.session() as session:
+            return await crud.claim_operation(
+                session, operation_id=operation_id, from_status="planned", to_status="running", values={}
+            )
+
+    results = await asyncio.gather(claim("a"), claim("b"))
+    assert sorted(results) == [False, True], "one of two changes of one cluster starts"
+    assert await claim("d"), "another cluster is not held up"
