@@ -171,15 +171,9 @@ class Operations:
         self._record(operation, user_id=user_id, command=CONFIRM, outcome=Outcome.ALLOWED, detail="confirmed")
         operation.confirmed_by = user_id
         operation.status = OperationStatus.RUNNING.value
-        try:
-            ts: str | None = await self.poster.post(
-                channel=operation.channel_id, reply=blocks.operation_progress(operation, "Asking AWS…")
-            )
-        except Exception:  # Slack being unreachable must not leave a claimed operation that never ran
-            log.exception("could not post the progress message of %s", operation.id)
-            ts = None
+        ts = await self._post_progress(operation, user_id)
         operation.message_ts = ts
-        await self._set(operation.id, message_ts=ts)
+        await self._set(operation.id, message_ts=ts, channel_id=operation.channel_id)
         try:
             detail = await self._start(operation)
         except Exception as error:
@@ -192,6 +186,23 @@ class Operations:
         await self._set(operation.id, started_at=operation.started_at, detail=operation.detail[:2000])
         self._watch(operation)
         return blocks.operation_decided(operation, "confirmed"), True
+
+    async def _post_progress(self, operation: Operation, user_id: str) -> str | None:
+        """Post the progress message in the plan's channel or, where Pitcrew may not post (a private channel
+        it is not in, say), in the confirmer's DM. Slack failing never leaves a claimed change unstarted."""
+        first = blocks.operation_progress(operation, "Asking AWS…")
+        try:
+            return await self.poster.post(channel=operation.channel_id, reply=first)
+        except Exception:
+            log.warning("could not post progress of %s in %s; trying a DM", operation.id, operation.channel_id)
+        try:
+            dm = await self.poster.open_dm(user_id)
+            ts = await self.poster.post(channel=dm, reply=first)
+        except Exception:
+            log.exception("could not post the progress message of %s", operation.id)
+            return None
+        operation.channel_id = dm
+        return ts
 
     async def _start(self, operation: Operation) -> str:
         """Ask AWS for the change; the request ids (for the audit) or "". Raises what AWS raised."""

@@ -499,13 +499,19 @@ async def prune_samples(session: AsyncSession, *, before: datetime) -> int:
     return int(result.rowcount or 0)
 
 
-async def latest_sample_times(session: AsyncSession, *, org_id: str) -> dict[tuple[str, str], datetime]:
+async def latest_sample_times(
+    session: AsyncSession, *, org_id: str, since: datetime | None = None
+) -> dict[tuple[str, str], datetime]:
     """The newest raw sample's ts per (cluster, job) of one org (events included): where a pull of that
-    job's history resumes. Served by the (org_id, cluster, job, ts) index."""
+    job's history resumes. `since`: only samples from then on count (a pull looks back minutes, not the
+    whole retention, so it need not scan two weeks of rows every minute)."""
     newest = func.max(ThroughputSample.ts)
+    conditions: list[Any] = [col(ThroughputSample.org_id) == org_id]
+    if since is not None:
+        conditions.append(col(ThroughputSample.ts) >= since)
     query = (
         select(ThroughputSample.cluster, ThroughputSample.job, newest)
-        .where(ThroughputSample.org_id == org_id)
+        .where(*conditions)
         .group_by(col(ThroughputSample.cluster), col(ThroughputSample.job))
     )
     found: dict[tuple[str, str], datetime] = {}

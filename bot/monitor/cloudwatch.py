@@ -197,9 +197,9 @@ class CloudWatchPull:
         source = org.throughput
         assert source is not None
         try:
-            async with self._db.session() as session:
-                latest = await crud.latest_sample_times(session, org_id=org.id)
             oldest = now - self._lookback
+            async with self._db.session() as session:
+                latest = await crud.latest_sample_times(session, org_id=org.id, since=oldest)
 
             def read() -> list[ThroughputSample]:
                 cloudwatch = self._accounts.client(org, "cloudwatch")  # may assume the org's role: blocking

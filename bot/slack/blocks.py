@@ -635,7 +635,10 @@ def operation_decided(operation: Any, verb: str, *, by: str | None = None) -> Re
     who = f" by <@{by}>" if by else ""
     title = _KIND_TITLE.get(operation.kind, ("", operation.kind, ""))[1]
     text = f"{title} of {operation.org_id}/{operation.cluster_name} {verb}{who}."
-    follow = " Progress is posted in this channel." if verb == "confirmed" else ""
+    follow = ""
+    if verb == "confirmed":
+        dm = str(operation.channel_id).startswith("D")  # it could not be posted where the plan was
+        follow = " Progress is in your DM with Pitcrew." if dm else " Progress is posted in this channel."
     return Reply(text=text + follow, blocks=[section(text + follow)], public=True)
 
 

@@ -268,3 +268,16 @@ async def test_an_aws_refusal_at_confirm_is_one_clear_message_and_audited(
     async with world.pitcrew.services.db.session() as session:
         (last, *_) = await crud.audit_entries(session, org_id="kumo-labs")
     assert (last.command, last.outcome) == ("scale", "failed") and "(request " in last.detail
+
+
+async def test_progress_goes_to_a_dm_when_the_channel_refuses_it(world: Sandbox, seeded_aws: SeededAws) -> None:
+    """Review finding: where Pitcrew may not post (a private channel it is not in), progress was lost."""
+    planned = await ask(world, user=ALICE, channel=KUMO, text=f"scale {TRAIN} {WORKERS} 33")
+    world.slack.fail_next("chat.postMessage", status=500)
+    after = len(world.slack.messages)
+    await world.slack.click(user_id=ALICE, message=planned, action_id="operation_confirm")
+    done = await finished(world, f"Scaling kumo-labs/{TRAIN}", after=after)
+    assert done.channel.startswith("D"), "the progress went to the confirmer's DM"
+    told = await world.slack.wait_for(lambda m: m.ts == planned.ts and "your DM" in m.text)
+    assert "Progress is in your DM with Pitcrew" in told.text
+    assert group_counts(seeded_aws, TRAIN, WORKERS) == (33, 33)
