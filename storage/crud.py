@@ -536,3 +536,13 @@ async def revoke_tokens(session: AsyncSession, *, prefix: str, at: datetime) -> 
     )
     await session.commit()
     return int(result.rowcount or 0)
+
+
+async def claim_unposted(session: AsyncSession, *, episode_id: int) -> bool:
+    """Take the posting of an episode whose alert never reached Slack: one conditional UPDATE, so of several
+    replicas (or a sweep and a check) exactly one posts it. The claim marks message_ts "" until it is set."""
+    result = await session.exec(
+        update(Episode).where(col(Episode.id) == episode_id, col(Episode.message_ts).is_(None)).values(message_ts="")
+    )
+    await session.commit()
+    return bool(result.rowcount)

@@ -29,10 +29,11 @@ BACKEND = "throughput"  # the episodes' backend for jobs: keys and silences stay
 KIND = "job"
 WINDOW = timedelta(hours=3)  # samples replayed through the detector at each check
 CHART_WINDOW = timedelta(hours=6)
-CAUSE_WINDOW = timedelta(minutes=30)
+CAUSE_WINDOW = timedelta(minutes=30)  # a node failure this close before the anomaly is its likely cause
 PRUNE_EVERY = timedelta(hours=1)
 BASELINE_BEFORE = timedelta(hours=1)  # replayed before an open anomaly, so its baseline does not age out
-LONGEST_REPLAY = timedelta(hours=48)  # a node failure this close before the anomaly is its likely cause
+LONGEST_REPLAY = timedelta(hours=48)
+UNPOSTED_GRACE = timedelta(minutes=2)  # longer than any opener takes to post its own alert
 
 
 def thresholds_for(program: ProgramConfig, org_id: str) -> Thresholds:
@@ -105,9 +106,13 @@ class ThroughputMonitor:
             jobs = set(await crud.active_jobs(session, since=now - WINDOW))
             open_rows = [r for r in await crud.open_episodes(session) if r.backend == BACKEND]
         by_job = {(r.org_id, r.cluster_name, r.node_key): r for r in open_rows}
-        for row in open_rows:
-            if row.message_ts is None and row.channel_id and not row.silenced:
-                await self._post_alert(row, now)  # Slack failed the first time: the alert is not lost
+        for row in open_rows:  # Slack failed the first time: post it now (one replica, after a grace period)
+            if row.message_ts is None and row.channel_id and not row.silenced and now - row.updated_at > UNPOSTED_GRACE:
+                async with self._desk.db.session() as session:
+                    if not await crud.claim_unposted(session, episode_id=row.id or 0):
+                        continue
+                if await self._post_alert(row, now) is None:
+                    await self._desk.update(row, {"message_ts": None})
         changed = 0
         for org_id, cluster, job in sorted(jobs | set(by_job)):
             try:

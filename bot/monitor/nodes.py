@@ -38,6 +38,7 @@ from storage.models import Episode, Silence
 log = logging.getLogger(__name__)
 EVENTS_REMEMBERED = timedelta(days=1)  # far longer than SQS's redelivery and SageMaker's repeats
 CLUSTER_BACKENDS = frozenset(backend.value for backend in Backend)
+UNPOSTED_GRACE = timedelta(minutes=2)  # longer than any opener takes to post its own alert
 
 
 @dataclass(frozen=True)
@@ -90,12 +91,7 @@ class NodeMonitor:
                 skipped.append(listing.org)
                 continue
             rows = await self._episodes(listing.org)
-            unposted = [r for r in rows if r.state == "open" and not r.message_ts and not r.silenced and r.channel_id]
-            groups: dict[int, list[Episode]] = defaultdict(list)
-            for row in unposted:  # Slack failed when it opened: post it now rather than never (a storm once)
-                groups[row.storm_id or row.id or 0].append(row)
-            for members in groups.values():
-                await self._announce(members, None, None, storm=len(members) > 1)
+            await self._post_unposted(rows)
             seen = {(c.backend.value, c.name) for c in listing.clusters}
             for cluster in listing.clusters:
                 clusters += 1
@@ -109,6 +105,32 @@ class NodeMonitor:
         async with self._db.session() as session:  # event ids are only needed while SQS may redeliver them
             await crud.forget_events_seen(session, before=self._clock() - EVENTS_REMEMBERED)
         return SweepReport(len(listings), clusters, tuple(skipped), opened, closed)
+
+    async def _post_unposted(self, rows: Sequence[Episode]) -> None:
+        """Open episodes whose alert never reached Slack (it failed when they opened): post them now rather
+        than never. Only after a grace period, so the opener's own post is not raced, and under a claim, so
+        of several replicas one posts. A storm's members are posted together, once."""
+        now = self._clock()
+        stale = [
+            r
+            for r in rows
+            if r.state == "open"
+            and r.message_ts is None
+            and not r.silenced
+            and r.channel_id
+            and now - r.updated_at > UNPOSTED_GRACE
+        ]
+        groups: dict[int, list[Episode]] = defaultdict(list)
+        for row in stale:
+            groups[row.storm_id or row.id or 0].append(row)
+        for members in groups.values():
+            async with self._db.session() as session:
+                if not await crud.claim_unposted(session, episode_id=members[0].id or 0):
+                    continue
+            await self._announce(members, None, None, storm=len(members) > 1)
+            if not members[0].message_ts:  # Slack failed again: let the next sweep try
+                for row in members:
+                    await self._desk.update(row, {"message_ts": None})
 
     async def check(self, org_id: str, backend: Backend, name: str, *, hints: Mapping[str, tuple[bool, str]]) -> None:
         """One cluster now (an EventBridge event named it), with what the event said of its nodes."""
@@ -270,6 +292,8 @@ class NodeMonitor:
                     await self._desk.update(row, {"storm_id": first.id})
             reply = await self._render(first, cluster, None)
             ts = await self._desk.post(channel, reply)
+            if ts is None:
+                continue  # no alert, so no coordination line either: both come with the retry
             line = alerts.coordination_line(members, channel=channel, now=self._clock())
             coordination_ts = await self._desk.post(self._program.coordination_channel, line)
             for row in members:

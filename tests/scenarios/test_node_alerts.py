@@ -317,3 +317,18 @@ async def test_an_eventbridge_event_is_alerted_without_a_sweep_and_a_duplicate_i
         events.remove_targets(Rule="pitcrew-scenario", Ids=["q"])
         events.delete_rule(Name="pitcrew-scenario")
         sqs.delete_queue(QueueUrl=queue_url)
+
+
+async def test_an_alert_slack_refused_is_posted_at_a_later_sweep_once(world: Sandbox, seeded_aws: SeededAws) -> None:
+    """Review finding: when the first post failed, the episode was stored without a message and never posted."""
+    node = running_workers(seeded_aws)[0]
+    set_hyperpod_node_status(ACCOUNT, REGION, TRAIN, node, "Failure", XID)
+    world.slack.fail_next("chat.postMessage", status=500)
+    await sweep(world)
+    assert not alerts_about(world, node)
+    monitor = world.pitcrew.services.monitor
+    later = datetime.now(UTC) + timedelta(minutes=3)  # past the grace left for the opener's own post
+    monitor._clock = lambda: later  # the monitor's injectable clock
+    await sweep(world)
+    await sweep(world)
+    assert len(alerts_about(world, node)) == 1
