@@ -112,7 +112,8 @@ class Operations:
                 session, operation_id=operation_id, values={"updated_at": self.clock(), **values}
             )
 
-    def _record(self, operation: Operation, *, user_id: str, command: str, outcome: Outcome, detail: str) -> None:
+    def record(self, operation: Operation, *, user_id: str, command: str, outcome: Outcome, detail: str) -> None:
+        """An audit entry about this operation (the handlers' modal and refusals use it too)."""
         self.audit.record(
             at=self.clock(),
             user_id=user_id,
@@ -147,7 +148,7 @@ class Operations:
             ), False
         refusal = self.may_decide(operation, user_id)
         if refusal:
-            self._record(operation, user_id=user_id, command=CONFIRM, outcome=Outcome.REFUSED, detail=refusal)
+            self.record(operation, user_id=user_id, command=CONFIRM, outcome=Outcome.REFUSED, detail=refusal)
             return blocks.refusal(refusal), False
         if operation.status == OperationStatus.PLANNED.value and operation.kind != Kind.LAUNCH.value:
             other = await self.busy(
@@ -168,7 +169,7 @@ class Operations:
             state = current.status if current else "gone"
             by = f" by <@{current.confirmed_by}>" if current and current.confirmed_by else ""
             return blocks.problem(f"This {noun} is already {state}{by}; nothing more was done."), False
-        self._record(operation, user_id=user_id, command=CONFIRM, outcome=Outcome.ALLOWED, detail="confirmed")
+        self.record(operation, user_id=user_id, command=CONFIRM, outcome=Outcome.ALLOWED, detail="confirmed")
         operation.confirmed_by = user_id
         operation.status = OperationStatus.RUNNING.value
         ts = await self._post_progress(operation, user_id)
@@ -238,12 +239,12 @@ class Operations:
             return blocks.problem("This plan is not known (any more)."), False
         refusal = self.may_decide(operation, user_id)
         if refusal:
-            self._record(operation, user_id=user_id, command=CANCEL, outcome=Outcome.REFUSED, detail=refusal)
+            self.record(operation, user_id=user_id, command=CANCEL, outcome=Outcome.REFUSED, detail=refusal)
             return blocks.refusal(refusal), False
         if not await self._claim(operation.id, OperationStatus.CANCELLED, confirmed_by=user_id):
             noun = Kind(operation.kind).noun
             return blocks.problem(f"This {noun} was already decided; nothing more was done."), False
-        self._record(operation, user_id=user_id, command=CANCEL, outcome=Outcome.DONE, detail="cancelled")
+        self.record(operation, user_id=user_id, command=CANCEL, outcome=Outcome.DONE, detail="cancelled")
         return blocks.operation_decided(operation, "cancelled", by=user_id), True
 
     def _watch(self, operation: Operation) -> None:
@@ -309,7 +310,7 @@ class Operations:
         started = f"; {operation.detail}" if operation.detail else ""
         rid = f" (request {request_id})" if request_id else ""
         # Recorded before the message says so: whoever reads "Done" can find it in the audit log.
-        self._record(
+        self.record(
             operation,
             user_id=operation.confirmed_by or operation.requested_by,
             command=operation.kind,

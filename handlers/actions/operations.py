@@ -58,15 +58,8 @@ async def open_delete_callback(ack: AsyncAck, body: dict[str, Any], context: dic
         if operation is None or operation.kind != "delete":
             reply = blocks.problem("This plan is not known (any more); run the command again.")
         elif refusal := services.operations.may_decide(operation, user_id):
-            services.audit.record(
-                at=services.clock(),
-                user_id=user_id,
-                channel_id=operation.channel_id,
-                command=DELETE_OPEN_ACTION,
-                text=blocks.operation_summary(operation),
-                outcome=Outcome.REFUSED,
-                org_id=operation.org_id,
-                detail=refusal,
+            services.operations.record(
+                operation, user_id=user_id, command=DELETE_OPEN_ACTION, outcome=Outcome.REFUSED, detail=refusal
             )
             reply = blocks.refusal(refusal)
         elif operation.status != OperationStatus.PLANNED.value:

@@ -139,18 +139,28 @@ async def _list(services: Services, parsed: ListClusters, *, user_id: str, chann
     return Answer(reply, org_id=org_ids[0] if len(org_ids) == 1 else None)
 
 
-async def _one_cluster(services: Services, parsed: ClusterStatus | ClusterNodes, *, user_id: str) -> Answer:
-    ref: ClusterRef = parsed.cluster
+async def _find_cluster(
+    services: Services, ref: ClusterRef, *, user_id: str, missing: Outcome = Outcome.ALLOWED
+) -> Cluster | Answer:
+    """The one cluster `ref` names among the orgs the user may see, or the answer saying why not (`missing`:
+    the outcome recorded for a name that matches none, or several)."""
     visible = services.access.visible_orgs(user_id)
     if ref.org is not None and ref.org not in visible:
         # Refusals reveal nothing: the same answer as for a cluster that does not exist.
         return Answer(blocks.not_found(str(ref), unreachable={}), Outcome.REFUSED, detail="org not visible")
     lookup = await services.fleet.find(ref.name, [ref.org] if ref.org else visible)
     if not lookup.found:
-        return Answer(blocks.not_found(str(ref), unreachable=lookup.errors), detail="not found")
+        return Answer(blocks.not_found(str(ref), unreachable=lookup.errors), missing, detail="not found")
     if len(lookup.found) > 1:
-        return Answer(blocks.ambiguous(ref.name, lookup.found), detail="ambiguous")
-    cluster = lookup.found[0]
+        return Answer(blocks.ambiguous(ref.name, lookup.found), missing, detail="ambiguous")
+    return lookup.found[0]
+
+
+async def _one_cluster(services: Services, parsed: ClusterStatus | ClusterNodes, *, user_id: str) -> Answer:
+    found = await _find_cluster(services, parsed.cluster, user_id=user_id)
+    if isinstance(found, Answer):
+        return found
+    cluster = found
     names, tz = services.org_names, services.tz
     if isinstance(parsed, ClusterStatus):
         reply = blocks.cluster_status(cluster, org_name=names[cluster.org], tz=tz, public=parsed.public)
@@ -235,17 +245,11 @@ def _invalid(message: str, usage: str, org_id: str | None = None) -> Answer:
 async def _cluster_to_change(services: Services, ref: ClusterRef, *, user_id: str) -> Cluster | Answer:
     """The one cluster `ref` names that the user may change and that is not already changing, or the answer
     saying why not. Clusters the user may not see get the same answer as clusters that do not exist."""
-    access = services.access
-    visible = access.visible_orgs(user_id)
-    if ref.org is not None and ref.org not in visible:
-        return Answer(blocks.not_found(str(ref), unreachable={}), Outcome.REFUSED, detail="org not visible")
-    lookup = await services.fleet.find(ref.name, [ref.org] if ref.org else visible)
-    if not lookup.found:
-        return Answer(blocks.not_found(str(ref), unreachable=lookup.errors), Outcome.INVALID, detail="not found")
-    if len(lookup.found) > 1:
-        return Answer(blocks.ambiguous(ref.name, lookup.found), Outcome.INVALID, detail="ambiguous")
-    cluster = lookup.found[0]
-    decision = access.decide(user_id=user_id, action=Action.OPERATE, org_id=cluster.org)
+    found = await _find_cluster(services, ref, user_id=user_id, missing=Outcome.INVALID)
+    if isinstance(found, Answer):
+        return found
+    cluster = found
+    decision = services.access.decide(user_id=user_id, action=Action.OPERATE, org_id=cluster.org)
     if not decision.allowed:
         return Answer(blocks.refusal(decision.reason), Outcome.REFUSED, cluster.org, decision.reason)
     if cluster.backend is Backend.PCLUSTER and cluster.note:

@@ -54,14 +54,11 @@ async def delete_submission_callback(
         # The modal stays open with the reason under the field; nothing is deleted.
         message = f"That is not this cluster's name. Type {operation.cluster_name} exactly to delete it."
         await ack(response_action="errors", errors={DELETE_NAME_BLOCK: message})
-        services.audit.record(
-            at=services.clock(),
+        services.operations.record(
+            operation,
             user_id=user_id,
-            channel_id=operation.channel_id,
             command=blocks.DELETE_VIEW,
-            text=blocks.operation_summary(operation),
             outcome=Outcome.INVALID,
-            org_id=operation.org_id,
             detail=f"typed name did not match ({len(typed)} characters typed)",
         )
         return
