@@ -34,6 +34,21 @@ class AlertDesk:
         org = self.program.org(org_id)
         return org.name if org else org_id
 
+    async def open(self, episode: Episode) -> Episode | None:
+        """Store a new episode under its key's next generation, with its org's channel. None when another
+        replica (or task) opened the same one first: that one posts it, this caller must not."""
+        org = self.program.org(episode.org_id)
+        episode.channel_id = org.channel if org else ""
+        async with self.db.session() as session:
+            episode.generation = await crud.next_generation(
+                session,
+                org_id=episode.org_id,
+                backend=episode.backend,
+                cluster_name=episode.cluster_name,
+                node_key=episode.node_key,
+            )
+            return await crud.add_episode(session, episode=episode)
+
     async def update(self, row: Episode, values: dict[str, object]) -> None:
         async with self.db.session() as session:
             await crud.update_episode(session, episode_id=row.id or 0, values=values)

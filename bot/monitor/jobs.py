@@ -230,30 +230,22 @@ class ThroughputMonitor:
         message = (
             f"{self._figures(detector, anomaly, unit)} {await self._likely_cause(org_id, cluster, anomaly.start, now)}"
         )
-        org = self._desk.program.org(org_id)
-        async with self._desk.db.session() as session:
-            generation = await crud.next_generation(
-                session, org_id=org_id, backend=BACKEND, cluster_name=cluster, node_key=job
+        row = await self._desk.open(
+            Episode(
+                org_id=org_id,
+                backend=BACKEND,
+                cluster_name=cluster,
+                node_key=job,
+                kind=KIND,
+                state="open",
+                node_ids=[],
+                status=anomaly.kind,
+                message=message[:1000],
+                opened_at=now,
+                failing_since=anomaly.start,
+                updated_at=now,
             )
-            row = await crud.add_episode(
-                session,
-                episode=Episode(
-                    org_id=org_id,
-                    backend=BACKEND,
-                    cluster_name=cluster,
-                    node_key=job,
-                    generation=generation,
-                    kind=KIND,
-                    state="open",
-                    node_ids=[],
-                    status=anomaly.kind,
-                    message=message[:1000],
-                    opened_at=now,
-                    failing_since=anomaly.start,
-                    updated_at=now,
-                    channel_id=org.channel if org else "",
-                ),
-            )
+        )
         if row is None or not row.channel_id:
             return  # another replica opened it, and posts it
         async with self._desk.db.session() as session:

@@ -221,32 +221,24 @@ class NodeMonitor:
             await self._announce(new_rows, cluster, silence, storm=verdict.storm)
 
     async def _open(self, org_id: str, backend: str, name: str, opening: Opened, now: datetime) -> Episode | None:
-        org = self._program.org(org_id)
-        async with self._db.session() as session:
-            generation = await crud.next_generation(
-                session, org_id=org_id, backend=backend, cluster_name=name, node_key=opening.node_id
+        return await self._desk.open(
+            Episode(
+                org_id=org_id,
+                backend=backend,
+                cluster_name=name,
+                node_key=opening.node_id,
+                kind=opening.kind,
+                state="open",
+                node_ids=[] if opening.node_id == CLUSTER_KEY else [opening.node_id],
+                group_name=opening.group,
+                instance_type=opening.instance_type,
+                status=opening.status,
+                message=opening.message[:1000],
+                opened_at=now,
+                failing_since=now,
+                updated_at=now,
             )
-            return await crud.add_episode(
-                session,
-                episode=Episode(
-                    org_id=org_id,
-                    backend=backend,
-                    cluster_name=name,
-                    node_key=opening.node_id,
-                    generation=generation,
-                    kind=opening.kind,
-                    state="open",
-                    node_ids=[] if opening.node_id == CLUSTER_KEY else [opening.node_id],
-                    group_name=opening.group,
-                    instance_type=opening.instance_type,
-                    status=opening.status,
-                    message=opening.message[:1000],
-                    opened_at=now,
-                    failing_since=now,
-                    updated_at=now,
-                    channel_id=org.channel if org else "",
-                ),
-            )
+        )
 
     # ------------------------------------------------------------------ posting
 
