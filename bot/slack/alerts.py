@@ -9,7 +9,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from bot.clusters.model import Backend, Cluster, Health
-from bot.slack.blocks import Block, Reply, context, escape, fit, header, section, sections, when
+from bot.slack.blocks import Block, Reply, button, context, escape, fit, header, section, sections, when
 
 ACK_ACTION = "alert_ack"
 REPLACE_ACTION = "alert_replace"
@@ -45,24 +45,12 @@ def _buttons(episode: Any, *, backend: str, node_actions: bool) -> Block:
     value = str(episode.storm_id or episode.id)
     elements: list[dict[str, Any]] = []
     if not episode.acked_by:
-        elements.append(_button(ACK_ACTION, "Acknowledge", value, style="primary"))
+        elements.append(button(ACK_ACTION, "Acknowledge", value, style="primary"))
     if node_actions and backend == Backend.HYPERPOD.value:
-        elements.append(_button(REPLACE_ACTION, "Replace node", value))
-        elements.append(_button(REBOOT_ACTION, "Reboot node", value))
-    elements += [_button(SILENCE_ACTION.format(hours=h), f"Silence {h} h", value) for h in SILENCE_HOURS]
+        elements.append(button(REPLACE_ACTION, "Replace node", value))
+        elements.append(button(REBOOT_ACTION, "Reboot node", value))
+    elements += [button(SILENCE_ACTION.format(hours=h), f"Silence {h} h", value) for h in SILENCE_HOURS]
     return {"type": "actions", "block_id": f"alert:{value}", "elements": elements}
-
-
-def _button(action_id: str, text: str, value: str, *, style: str | None = None) -> dict[str, Any]:
-    button: dict[str, Any] = {
-        "type": "button",
-        "action_id": action_id,
-        "text": {"type": "plain_text", "text": text},
-        "value": value,
-    }
-    if style:
-        button["style"] = style
-    return button
 
 
 def _footer(episode: Any, tz: ZoneInfo, silenced_until: datetime | None) -> list[str]:
@@ -213,8 +201,8 @@ def job_alert(
         body.append(section(escape(episode.message)[:2500]))
     if is_open:
         value = str(episode.id)
-        elements = [] if episode.acked_by else [_button(ACK_ACTION, "Acknowledge", value, style="primary")]
-        elements += [_button(SILENCE_ACTION.format(hours=h), f"Silence {h} h", value) for h in SILENCE_HOURS]
+        elements = [] if episode.acked_by else [button(ACK_ACTION, "Acknowledge", value, style="primary")]
+        elements += [button(SILENCE_ACTION.format(hours=h), f"Silence {h} h", value) for h in SILENCE_HOURS]
         body.append({"type": "actions", "block_id": f"alert:{value}", "elements": elements})
     body.append(context(" · ".join([*_footer(episode, tz, silenced_until), "chart in the thread"])))
     text = title.replace("`", "") + (f": {episode.message}" if is_open and episode.message else "")

@@ -372,26 +372,27 @@ _KIND_TITLE = {  # icon, title, what the progress message's text fallback starts
 }
 
 
-def plan_buttons(operation_id: str, *, confirm: str = "Confirm", danger: bool = False) -> Block:
-    return {
-        "type": "actions",
-        "block_id": f"plan:{operation_id}",
-        "elements": [
-            {
-                "type": "button",
-                "action_id": CONFIRM_ACTION,
-                "text": {"type": "plain_text", "text": confirm},
-                "style": "danger" if danger else "primary",
-                "value": operation_id,
-            },
-            {
-                "type": "button",
-                "action_id": CANCEL_ACTION,
-                "text": {"type": "plain_text", "text": "Cancel"},
-                "value": operation_id,
-            },
-        ],
+def button(action_id: str, text: str, value: str, *, style: str | None = None) -> dict[str, Any]:
+    element: dict[str, Any] = {
+        "type": "button",
+        "action_id": action_id,
+        "text": {"type": "plain_text", "text": text},
+        "value": value,
     }
+    if style:
+        element["style"] = style
+    return element
+
+
+def _plan_actions(operation_id: str, go: dict[str, Any]) -> Block:
+    """A plan's buttons: the one that goes ahead, and Cancel."""
+    cancel = button(CANCEL_ACTION, "Cancel", operation_id)
+    return {"type": "actions", "block_id": f"plan:{operation_id}", "elements": [go, cancel]}
+
+
+def plan_buttons(operation_id: str, *, confirm: str = "Confirm", danger: bool = False) -> Block:
+    style = "danger" if danger else "primary"
+    return _plan_actions(operation_id, button(CONFIRM_ACTION, confirm, operation_id, style=style))
 
 
 def _decide_context() -> Block:
@@ -537,25 +538,7 @@ def delete_plan(cluster: Cluster, *, operation_id: str) -> Reply:
             f":warning: Deleting `{cluster.ref}` ({cluster.backend.label}) terminates every node ({counts}) and "
             "cannot be undone. Shared file systems (FSx) and S3 data are kept."
         ),
-        {
-            "type": "actions",
-            "block_id": f"plan:{operation_id}",
-            "elements": [
-                {
-                    "type": "button",
-                    "action_id": DELETE_OPEN_ACTION,
-                    "text": {"type": "plain_text", "text": "Delete…"},
-                    "style": "danger",
-                    "value": operation_id,
-                },
-                {
-                    "type": "button",
-                    "action_id": CANCEL_ACTION,
-                    "text": {"type": "plain_text", "text": "Cancel"},
-                    "value": operation_id,
-                },
-            ],
-        },
+        _plan_actions(operation_id, button(DELETE_OPEN_ACTION, "Delete…", operation_id, style="danger")),
         context("You will be asked to type the cluster's name. Only the requester or a program admin can delete."),
     ]
     return Reply(text=f"Plan: delete {cluster.ref} ({counts})", blocks=body, public=True)
