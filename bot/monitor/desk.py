@@ -49,6 +49,28 @@ class AlertDesk:
             )
             return await crud.add_episode(session, episode=episode)
 
+    async def close(self, row: Episode, values: dict[str, object]) -> bool:
+        """Close an open episode with `values`; True only for the caller that closed it (another replica, or
+        the other path of the same monitor, may have already)."""
+        async with self.db.session() as session:
+            if not await crud.close_episode(session, episode_id=row.id or 0, values=values):
+                return False
+        for key, value in {"state": "closed", **values}.items():
+            setattr(row, key, value)
+        return True
+
+    async def follow_up(
+        self, row: Episode, note: Reply, *, thread_channel: str, message: Reply | None, line: Reply | None
+    ) -> None:
+        """A note in the episode's thread; then, unless None, its message and coordination line edited."""
+        if not row.message_ts:
+            return
+        await self.post(thread_channel, note, thread_ts=row.message_ts)
+        if message is not None:
+            await self.edit(row.channel_id, row.message_ts, message)
+        if line is not None and row.coordination_ts:
+            await self.edit(self.program.coordination_channel, row.coordination_ts, line)
+
     async def update(self, row: Episode, values: dict[str, object]) -> None:
         async with self.db.session() as session:
             await crud.update_episode(session, episode_id=row.id or 0, values=values)

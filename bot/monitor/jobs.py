@@ -272,22 +272,17 @@ class ThroughputMonitor:
     async def _close(
         self, row: Episode, detector: JobDetector, rows: Sequence[ThroughputSample], now: datetime, *, note: str
     ) -> None:
-        values = {"state": "closed", "closed_at": now, "updated_at": now}
-        async with self._desk.db.session() as session:
-            if not await crud.close_episode(session, episode_id=row.id or 0, values=values):
-                return
-        for key, value in values.items():
-            setattr(row, key, value)
-        if not row.message_ts or row.silenced:
+        if not await self._desk.close(row, {"closed_at": now, "updated_at": now}) or row.silenced:
             return
         figures = self._figures(detector, None, unit_of(rows))
         text = f":large_green_circle: Recovered: {note}. {figures}".strip()
-        await self._desk.post(row.channel_id, alerts.thread_note(text), thread_ts=row.message_ts)
-        reply = alerts.job_alert(row, org_name=self._desk.org_name(row.org_id), tz=self._desk.tz, now=now)
-        await self._desk.edit(row.channel_id, row.message_ts, reply)
-        if row.coordination_ts:
-            line = alerts.job_coordination_line(row, channel=row.channel_id, now=now)
-            await self._desk.edit(self._desk.program.coordination_channel, row.coordination_ts, line)
+        await self._desk.follow_up(
+            row,
+            alerts.thread_note(text),
+            thread_channel=row.channel_id,
+            message=alerts.job_alert(row, org_name=self._desk.org_name(row.org_id), tz=self._desk.tz, now=now),
+            line=alerts.job_coordination_line(row, channel=row.channel_id, now=now),
+        )
 
     async def chart(
         self, org_id: str, cluster: str, job: str | None, *, hours: float, now: datetime, anomaly: Anomaly | None = None

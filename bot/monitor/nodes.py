@@ -191,11 +191,8 @@ class NodeMonitor:
                 hours_lost(row.failing_since or row.opened_at, now) if row.kind == "node" else 0
             )
             values = {"state": "closed", "closed_at": now, "updated_at": now, "node_hours_lost": lost}
-            async with self._db.session() as session:
-                if not await crud.close_episode(session, episode_id=closing.episode_id, values=values):
-                    continue  # closed already (another replica, or the event path)
-            for key, value in values.items():
-                setattr(row, key, value)
+            if not await self._desk.close(row, values):
+                continue  # closed already (another replica, or the event path)
             await self._note(row, f":large_green_circle: Recovered: {closing.note}", cluster, silence)
         new_rows: list[Episode] = []
         for opening in verdict.opened:
@@ -295,18 +292,19 @@ class NodeMonitor:
         """A line in the episode's thread, and its message edited to match."""
         if not row.message_ts or not row.channel_id:
             return
-        thread_channel = silence.channel_id if row.silenced and silence else row.channel_id
-        await self._desk.post(thread_channel, alerts.thread_note(note), thread_ts=row.message_ts)
-        if row.silenced:
+        if row.silenced:  # the note goes to the silenced alert's thread; no message of its own to edit
+            thread_channel = silence.channel_id if silence else row.channel_id
+            await self._desk.follow_up(
+                row, alerts.thread_note(note), thread_channel=thread_channel, message=None, line=None
+            )
             return
-        await self._desk.edit(row.channel_id, row.message_ts, await self._render(row, cluster, silence))
+        line = None
         if row.coordination_ts:
-            members = [row]
-            if row.storm_id is not None:
-                async with self._db.session() as session:
-                    members = list(await crud.storm_episodes(session, storm_id=row.storm_id))
-            line = alerts.coordination_line(members, channel=row.channel_id, now=self._clock())
-            await self._desk.edit(self._program.coordination_channel, row.coordination_ts, line)
+            line = alerts.coordination_line(await self._members(row), channel=row.channel_id, now=self._clock())
+        message = await self._render(row, cluster, silence)
+        await self._desk.follow_up(
+            row, alerts.thread_note(note), thread_channel=row.channel_id, message=message, line=line
+        )
 
     async def refresh(self, row: Episode) -> None:
         """Edit an episode's message after an acknowledgement or a silence."""
