@@ -28,6 +28,9 @@ from bot.clusters.accounts import AwsAccounts
 from bot.clusters.fleet import Fleet
 from bot.clusters.templates import load_templates
 from bot.config import ProgramConfig, Settings
+from bot.digest.ledger import UsageLedger
+from bot.digest.records import RecordBook
+from bot.digest.weekly import WeeklyDigest
 from bot.ingest_api import ingest_routes
 from bot.monitor.cloudwatch import CloudWatchPull
 from bot.monitor.desk import AlertDesk
@@ -86,7 +89,10 @@ def build_services(
     )
     poster, audit = Poster(client=client), AuditLog(db=db)
     desk = AlertDesk(db=db, poster=poster, program=program)
-    monitor = NodeMonitor(desk=desk, fleet=fleet)
+    holder = default_holder()
+    ledger = UsageLedger(db=db, poster=poster, program=program)
+    digest = WeeklyDigest(db=db, poster=poster, program=program, holder=holder)
+    monitor = NodeMonitor(desk=desk, fleet=fleet, ledger=ledger)
     throughput = ThroughputMonitor(desk=desk, keep_raw=timedelta(days=settings.pitcrew_throughput_raw_days))
     runner = None
     if settings.pitcrew_monitor:
@@ -100,11 +106,12 @@ def build_services(
             monitor=monitor,
             throughput=throughput,
             cloudwatch=CloudWatchPull(db=db, accounts=accounts, program=program),
-            lease=LeaderLease(db=db, name="monitor", holder=default_holder()),
+            lease=LeaderLease(db=db, name="monitor", holder=holder),
             sweep_seconds=program.monitor.node_sweep_seconds,
             throughput_seconds=settings.pitcrew_throughput_check_seconds,
             tz=ZoneInfo(program.timezone),
             queue=queue,
+            digest=digest,
         )
     return Services(
         settings=settings,
@@ -120,6 +127,8 @@ def build_services(
         ),
         monitor=monitor,
         throughput=throughput,
+        digest=digest,
+        records=RecordBook(db=db, program=program),
         runner=runner,
     )
 

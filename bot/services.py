@@ -16,6 +16,8 @@ from bot.clusters.fleet import Fleet
 from bot.clusters.model import Cluster
 from bot.clusters.templates import TemplateSet
 from bot.config import ProgramConfig, Settings
+from bot.digest.records import RecordBook
+from bot.digest.weekly import WeeklyDigest
 from bot.monitor.jobs import ThroughputMonitor
 from bot.monitor.nodes import NodeMonitor
 from bot.monitor.runner import MonitorRunner
@@ -41,6 +43,8 @@ class Services:
     operations: Operations
     monitor: NodeMonitor
     throughput: ThroughputMonitor
+    digest: WeeklyDigest
+    records: RecordBook
     runner: MonitorRunner | None = None  # sweeps and the event queue, on the leader replica (if enabled)
     clock: Callable[[], datetime] = utcnow
     _background: set[asyncio.Task[None]] = field(default_factory=set)

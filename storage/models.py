@@ -297,3 +297,100 @@ class ThroughputRollup(SQLModel, table=True):
     @property
     def mean(self) -> float:
         return self.total / self.count if self.count else 0.0
+
+
+class TrackRecord(SQLModel, table=True):
+    """A tracking record of an org: a note, milestone, incident, lesson, or a requirement change.
+
+    `request_key` is the Slack request that created it (the slash command's trigger id, or the modal's view
+    id): unique, so a retried request records once."""
+
+    __tablename__ = "track_records"
+    __table_args__ = (
+        Index("ix_track_records_org_created", "org_id", "created_at"),
+        Index("ix_track_records_created", "created_at"),
+        UniqueConstraint("request_key", name="uq_track_records_request_key"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    org_id: str = Field(max_length=40)
+    kind: str = Field(max_length=16)  # bot.digest.facts.RecordKind
+    text: str = Field(max_length=2000)
+    created_by: str = Field(max_length=24)
+    created_at: datetime = _utc_column(nullable=False)
+    channel_id: str = Field(default="", max_length=24)
+    request_key: str | None = Field(default=None, max_length=64)
+    resolved_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime()))
+    resolved_by: str | None = Field(default=None, max_length=24)
+
+
+class OrgRequirement(SQLModel, table=True):
+    """An org's stated requirement (model size, framework, instance type and count, storage, deadline...)."""
+
+    __tablename__ = "org_requirements"
+
+    org_id: str = Field(primary_key=True, max_length=40)
+    key: str = Field(primary_key=True, max_length=40)
+    value: str = Field(max_length=200)
+    set_by: str = Field(max_length=24)
+    set_at: datetime = _utc_column(nullable=False)
+
+
+class ClusterState(SQLModel, table=True):
+    """From `at` on, a cluster held `count` instances of a type. Written by the node sweep only when a count
+    changes (a deleted cluster gets 0), so instance-hours are the integral of these steps."""
+
+    __tablename__ = "cluster_states"
+    __table_args__ = (
+        Index("ix_cluster_states_org_at", "org_id", "at"),
+        Index("ix_cluster_states_key_at", "org_id", "backend", "cluster_name", "instance_type", "at"),
+    )
+
+    id: int | None = Field(default=None, sa_column=Column(_BIG_ID, primary_key=True, autoincrement=True))
+    org_id: str = Field(max_length=40)
+    backend: str = Field(max_length=16)
+    cluster_name: str = Field(max_length=63)
+    instance_type: str = Field(max_length=32)
+    count: int = 0
+    at: datetime = _utc_column(nullable=False)
+
+
+class DigestRunStatus(StrEnum):
+    CLAIMED = "claimed"  # being posted by `claimed_by`
+    POSTED = "posted"
+    SKIPPED = "skipped"  # Pitcrew was down past the grace period; said in the next digest
+    FAILED = "failed"  # Slack refused it; `detail` says why
+
+
+class DigestRun(SQLModel, table=True):
+    """One posting of one week's digest to one channel. The unique (week, channel, attempt) key is the claim:
+    the scheduler, `/digest send` and every replica insert attempt 0, so each digest is posted once; `/digest
+    send --force` inserts the next attempt. channel "*" marks a skipped week."""
+
+    __tablename__ = "digest_runs"
+    __table_args__ = (UniqueConstraint("week", "channel", "attempt", name="uq_digest_runs_week_channel_attempt"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    week: str = Field(max_length=8, index=True)  # "2026-W48"
+    channel: str = Field(max_length=24)
+    attempt: int = 0
+    status: str = Field(max_length=16)  # DigestRunStatus
+    claimed_by: str = Field(max_length=64)  # the replica, or the Slack user who sent it
+    claimed_at: datetime = _utc_column(nullable=False)
+    posted_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime()))
+    message_ts: str | None = Field(default=None, max_length=32)
+    detail: str = Field(default="", max_length=1000)
+
+
+class QuotaNotice(SQLModel, table=True):
+    """A one-time notice that an org holds 80% or 100% of its quota of a type. Deleted when it holds less
+    again, so the next crossing is announced once more."""
+
+    __tablename__ = "quota_notices"
+
+    org_id: str = Field(primary_key=True, max_length=40)
+    instance_type: str = Field(primary_key=True, max_length=32)
+    level: int = Field(primary_key=True)  # 80 or 100
+    held: int
+    quota: int
+    at: datetime = _utc_column(nullable=False)

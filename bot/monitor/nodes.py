@@ -14,6 +14,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from bot.clusters.fleet import Fleet, describe_error
 from bot.clusters.model import Backend, Cluster
@@ -67,9 +68,16 @@ def _known(row: Episode) -> Known:
     )
 
 
+class UsageObserver(Protocol):
+    """Told each org's complete listing after a sweep (bot.digest.ledger.UsageLedger)."""
+
+    async def observe(self, org_id: str, clusters: Sequence[Cluster]) -> int: ...
+
+
 class NodeMonitor:
-    def __init__(self, *, desk: AlertDesk, fleet: Fleet) -> None:
+    def __init__(self, *, desk: AlertDesk, fleet: Fleet, ledger: UsageObserver | None = None) -> None:
         self._desk = desk
+        self._ledger = ledger
         self._db = desk.db
         self._fleet = fleet
         self._program = desk.program
@@ -102,6 +110,11 @@ class NodeMonitor:
                 verdict = gone([_known(r) for r in mine])
                 await self._apply(listing.org, key[0], key[1], None, verdict, mine)
                 closed += len(verdict.closed)
+            if self._ledger is not None:
+                try:
+                    await self._ledger.observe(listing.org, listing.clusters)
+                except Exception:  # usage is bookkeeping: it must not stop the alerts of the next orgs
+                    log.exception("usage ledger for %s not recorded", listing.org)
         async with self._db.session() as session:  # event ids are only needed while SQS may redeliver them
             await crud.forget_events_seen(session, before=self._clock() - EVENTS_REMEMBERED)
         return SweepReport(len(listings), clusters, tuple(skipped), opened, closed)

@@ -19,6 +19,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from bot.clusters.fleet import describe_error
+from bot.digest.weekly import WeeklyDigest, digest_trigger
 from bot.monitor.cloudwatch import CloudWatchPull
 from bot.monitor.events import EventQueue
 from bot.monitor.jobs import ThroughputMonitor
@@ -27,6 +28,7 @@ from bot.monitor.nodes import NodeMonitor
 
 log = logging.getLogger(__name__)
 FIRST_SWEEP_DELAY = 5.0  # seconds after start: let the lease settle and the AWS sessions warm up
+CATCH_UP_SECONDS = 600  # how often the leader looks for a digest that fell due unposted
 
 
 class MonitorRunner:
@@ -41,6 +43,7 @@ class MonitorRunner:
         throughput_seconds: float,
         tz: ZoneInfo,
         queue: EventQueue | None = None,
+        digest: WeeklyDigest | None = None,
     ) -> None:
         self._monitor = monitor
         self._throughput = throughput
@@ -50,6 +53,7 @@ class MonitorRunner:
         self._sweep_seconds = sweep_seconds
         self._tz = tz
         self._queue = queue
+        self._digest = digest
         self._stop = asyncio.Event()
         self._lease_task: asyncio.Task[None] | None = None
         self._consumer: asyncio.Task[None] | None = None
@@ -76,9 +80,33 @@ class MonitorRunner:
                 max_instances=1,
                 coalesce=True,
             )
+        if self._digest is not None:
+            self._schedule_digest(self._digest)
         self.scheduler.start()
         if self._queue is not None:
             self._consumer = loop.create_task(self._consume(self._queue))
+
+    def _schedule_digest(self, digest: WeeklyDigest) -> None:
+        """The weekly digest at `digest.schedule`, and a catch-up at start and every few minutes, for a digest
+        that fell due while no replica was leading (a restart, a failover): both on the leader only."""
+        self.scheduler.add_job(
+            self._on_leader,
+            digest_trigger(digest.schedule, self._tz),
+            args=("weekly digest", digest.scheduled),
+            id="weekly_digest",
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=int(digest.grace.total_seconds()),
+        )
+        self.scheduler.add_job(
+            self._on_leader,
+            IntervalTrigger(seconds=CATCH_UP_SECONDS, timezone=self._tz),
+            args=("digest catch-up", digest.catch_up),
+            id="digest_catch_up",
+            next_run_time=datetime.now(self._tz) + timedelta(seconds=FIRST_SWEEP_DELAY),
+            max_instances=1,
+            coalesce=True,
+        )
 
     async def stop(self) -> None:
         self._stop.set()

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
@@ -43,6 +43,7 @@ BASELINE_COLOR = "#404040"
 THRESHOLD_COLOR = "#d95f02"
 BAND_COLOR = "#d62728"
 BAR_COLOR = "#1f77b4"
+QUOTA_FILL = "#dbe7f3"  # the lighter bar behind an org's usage: the quota-hours it could have used
 MUTED = "#666666"
 TITLE_SIZE = 15
 LABEL_SIZE = 12
@@ -273,6 +274,147 @@ def bar_figure(*, title: str, labels: Sequence[str], values: Sequence[float], un
     ax.set_xlabel(unit, fontsize=LABEL_SIZE)
     ax.grid(axis="y", visible=False)
     return fig
+
+
+# ---------------------------------------------------------------------------------------------- digest
+
+
+def daily_usage_chart(
+    *,
+    title: str,
+    days: Sequence[date],
+    hours_by_type: Mapping[str, Sequence[float]],
+    quota_hours_per_day: float | None,
+) -> bytes:
+    """PNG of instance-hours per day, stacked by instance type, with the quota-hours per day dashed."""
+    return png(
+        daily_usage_figure(title=title, days=days, hours_by_type=hours_by_type, quota_hours_per_day=quota_hours_per_day)
+    )
+
+
+def daily_usage_figure(
+    *,
+    title: str,
+    days: Sequence[date],
+    hours_by_type: Mapping[str, Sequence[float]],
+    quota_hours_per_day: float | None,
+) -> Figure:
+    """The figure behind `daily_usage_chart`: one bar per day (labelled "Mon 23"), one colour per instance type
+    in the mapping's order, each day's total written above its bar."""
+    stacks: dict[str, list[float]] = {}
+    for instance_type, values in hours_by_type.items():
+        if len(values) != len(days):
+            raise ValueError(f"{instance_type}: {len(values)} values but {len(days)} days")
+        stacks[instance_type] = _hours_values(values, instance_type)
+    quota = None
+    if quota_hours_per_day is not None:
+        quota = float(quota_hours_per_day)
+        if not math.isfinite(quota) or quota < 0:
+            raise ValueError("quota_hours_per_day must be a finite number, 0 or more")
+
+    fig = _new_figure(WIDTH_PX, HEIGHT_PX)
+    ax = fig.add_subplot()
+    ax.set_title(title, loc="left", fontsize=TITLE_SIZE, fontweight="bold")
+    ax.set_ylabel("instance-hours", fontsize=LABEL_SIZE)
+    positions = list(range(len(days)))
+    totals = [0.0] * len(days)
+    for index, (instance_type, values) in enumerate(stacks.items()):
+        ax.bar(
+            positions,
+            values,
+            bottom=list(totals),
+            width=0.7,
+            color=SERIES_COLORS[index % len(SERIES_COLORS)],
+            label=instance_type,
+        )
+        totals = [total + value for total, value in zip(totals, values, strict=True)]
+    peak = max(totals, default=0.0)
+    for position, total in zip(positions, totals, strict=True):
+        if total > 0:
+            ax.text(position, total, f"{_num(total)}", ha="center", va="bottom", fontsize=TICK_SIZE)
+    if quota is not None and days:
+        peak = max(peak, quota)
+        ax.axhline(
+            quota, color=THRESHOLD_COLOR, linestyle="--", linewidth=1.6, label=f"quota {_num(quota)} instance-hours/day"
+        )
+    if not days or peak <= 0 or not any(totals):
+        _no_data(ax)
+    ax.set_xticks(positions, [f"{day:%a} {day.day}" for day in days])
+    ax.set_xlim(-0.6, max(len(days), 1) - 0.4)
+    # Head room above the tallest bar for its total.
+    _value_axis(ax, ax.yaxis, peak=peak * 1.15 if peak > 0 else 1.0)
+    ax.grid(axis="x", visible=False)
+    _legend(fig, ax)
+    return fig
+
+
+def org_usage_chart(
+    *, title: str, orgs: Sequence[str], used: Sequence[float], available: Sequence[float | None]
+) -> bytes:
+    """PNG of instance-hours used per org (first org on top) against the quota-hours each could have used."""
+    return png(org_usage_figure(title=title, orgs=orgs, used=used, available=available))
+
+
+def org_usage_figure(
+    *, title: str, orgs: Sequence[str], used: Sequence[float], available: Sequence[float | None]
+) -> Figure:
+    """The figure behind `org_usage_chart`: a solid bar of the hours used drawn over a lighter, outlined bar of
+    the quota-hours available (left out where `available` is None: the org has no quota), each labelled
+    "2,150 / 2,688 h". A bar past its quota is drawn in the threshold colour."""
+    if not len(orgs) == len(used) == len(available):
+        raise ValueError(f"{len(orgs)} orgs but {len(used)} used and {len(available)} available values")
+    hours = _hours_values(used, "used")
+    quota = [None if value is None else _hours_values([value], "available")[0] for value in available]
+
+    height = max(BAR_MIN_HEIGHT_PX, BAR_FRAME_PX + BAR_HEIGHT_PX * len(hours))
+    fig = _new_figure(WIDTH_PX, height)
+    ax = fig.add_subplot()
+    ax.set_title(title, loc="left", fontsize=TITLE_SIZE, fontweight="bold")
+    ax.set_xlabel("instance-hours", fontsize=LABEL_SIZE)
+    if not hours:
+        _no_data(ax)
+        ax.set_yticks([])
+        _value_axis(ax, ax.xaxis, peak=1.0)
+        return fig
+    positions = list(range(len(hours)))
+    with_quota = [(p, q) for p, q in zip(positions, quota, strict=True) if q is not None]
+    if with_quota:
+        ax.barh(
+            [p for p, _ in with_quota],
+            [q for _, q in with_quota],
+            height=0.7,
+            color=QUOTA_FILL,
+            edgecolor=BAR_COLOR,
+            linewidth=1.2,
+            label="quota-hours available",
+        )
+    over = [q is not None and h > q for h, q in zip(hours, quota, strict=True)]
+    ax.barh(
+        positions,
+        hours,
+        height=0.45,
+        color=[THRESHOLD_COLOR if o else BAR_COLOR for o in over],
+        label="instance-hours used",
+    )
+    ax.set_yticks(positions, [str(org) for org in orgs], fontsize=LABEL_SIZE)
+    ax.set_ylim(len(hours) - 0.5, -0.5)  # first org on top, as it is read
+    ends = [max(h, q or 0.0) for h, q in zip(hours, quota, strict=True)]
+    span = max(ends) or 1.0
+    for position, h, q, end in zip(positions, hours, quota, ends, strict=True):
+        label = f"{_num(h)} / {_num(q)} h" if q is not None else f"{_num(h)} h"
+        ax.text(end + 0.01 * span, position, label, va="center", ha="left", fontsize=TICK_SIZE)
+    # Room to the right for the value labels.
+    _value_axis(ax, ax.xaxis, peak=span * 1.3)
+    ax.grid(axis="y", visible=False)
+    _legend(fig, ax)
+    return fig
+
+
+def _hours_values(values: Sequence[float], what: str) -> list[float]:
+    numbers = [float(v) for v in values]
+    if any(not math.isfinite(v) or v < 0 for v in numbers):
+        raise ValueError(f"{what}: instance-hours must be finite numbers, 0 or more")
+    return numbers
 
 
 # ---------------------------------------------------------------------------------------------- shared

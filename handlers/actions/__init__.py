@@ -4,10 +4,12 @@ import re
 
 from slack_bolt.async_app import AsyncApp
 
+from bot.digest.render import TRACK_ADD_ACTION
 from bot.slack.alerts import ACK_ACTION, REBOOT_ACTION, REPLACE_ACTION
 from bot.slack.blocks import CANCEL_ACTION, CONFIRM_ACTION, DELETE_OPEN_ACTION
 from handlers.actions.alerts import acknowledge_callback, node_action_callback, silence_callback
 from handlers.actions.operations import cancel_callback, confirm_callback, open_delete_callback
+from handlers.actions.track import open_track_modal_callback
 
 # Plans posted before scale/replace/delete existed carry these ids; they mean the same.
 LEGACY_CONFIRM, LEGACY_CANCEL = "launch_confirm", "launch_cancel"
@@ -19,6 +21,7 @@ def register(app: AsyncApp) -> None:
     for action_id in (CANCEL_ACTION, LEGACY_CANCEL):
         app.action(action_id)(cancel_callback)
     app.action(DELETE_OPEN_ACTION)(open_delete_callback)
+    app.action(TRACK_ADD_ACTION)(open_track_modal_callback)
     app.action(ACK_ACTION)(acknowledge_callback)
     app.action(REPLACE_ACTION)(node_action_callback)
     app.action(REBOOT_ACTION)(node_action_callback)

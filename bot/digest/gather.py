@@ -1,0 +1,206 @@
+"""Storage -> facts: the few queries a digest or a tracking document needs, for every org at once.
+
+Each query covers all the orgs asked for and one window, and the throughput query is aggregated by the
+database (hourly means), so the cost grows with one week's events, not with the weeks stored."""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol, TypeVar
+
+from bot.config import ProgramConfig
+from bot.digest.facts import (
+    Change,
+    ClusterNow,
+    Failure,
+    JobRate,
+    OrgFacts,
+    Record,
+    RecordKind,
+    Requirement,
+    Stall,
+    StateChange,
+    Week,
+)
+from bot.digest.weeks import previous_week
+from storage import crud, tracking
+from storage.db import Database
+from storage.models import ClusterSeen, ClusterState, Episode, Operation, OrgRequirement, TrackRecord
+
+
+class _OfOrg(Protocol):
+    @property
+    def org_id(self) -> str: ...
+
+
+_T = TypeVar("_T", bound=_OfOrg)
+
+
+def record_fact(row: TrackRecord) -> Record:
+    return Record(
+        id=row.id or 0,
+        org_id=row.org_id,
+        kind=RecordKind(row.kind),
+        text=row.text,
+        created_by=row.created_by,
+        created_at=row.created_at,
+        resolved_at=row.resolved_at,
+        resolved_by=row.resolved_by,
+    )
+
+
+def _state(row: ClusterState) -> StateChange:
+    return StateChange(
+        org_id=row.org_id,
+        backend=row.backend,
+        cluster_name=row.cluster_name,
+        instance_type=row.instance_type,
+        count=row.count,
+        at=row.at,
+    )
+
+
+def _failure(row: Episode) -> Failure:
+    return Failure(
+        org_id=row.org_id,
+        backend=row.backend,
+        cluster_name=row.cluster_name,
+        kind=row.kind,
+        instance_type=row.instance_type,
+        opened_at=row.opened_at,
+        closed_at=row.closed_at,
+        node_hours_lost=row.node_hours_lost,
+    )
+
+
+def _stall(row: Episode) -> Stall:
+    return Stall(
+        org_id=row.org_id,
+        cluster_name=row.cluster_name,
+        job=row.node_key,
+        status=row.status,
+        opened_at=row.opened_at,
+        closed_at=row.closed_at,
+    )
+
+
+def _change(row: Operation) -> Change:
+    from bot.slack.blocks import operation_summary  # the one wording of a change, shared with the audit log
+
+    return Change(
+        org_id=row.org_id,
+        kind=row.kind,
+        cluster_name=row.cluster_name,
+        status=row.status,
+        at=row.updated_at,
+        by=row.confirmed_by or row.requested_by,
+        summary=operation_summary(row),
+    )
+
+
+def _requirement(row: OrgRequirement) -> Requirement:
+    return Requirement(key=row.key, value=row.value, set_by=row.set_by, set_at=row.set_at)
+
+
+def _cluster_now(row: ClusterSeen) -> ClusterNow:
+    return ClusterNow(
+        backend=row.backend,
+        name=row.name,
+        status=row.status,
+        nodes_total=row.nodes_total,
+        nodes_healthy=row.nodes_healthy,
+        instances=dict(row.instances),
+        last_seen_at=row.last_seen_at,
+    )
+
+
+def _medians(rows: Sequence[tuple[str, str, str, float]]) -> dict[tuple[str, str, str], float]:
+    hourly: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    for org, cluster, job, mean in rows:
+        hourly[(org, cluster, job)].append(mean)
+    return {key: statistics.median(values) for key, values in hourly.items()}
+
+
+async def gather(
+    db: Database,
+    *,
+    program: ProgramConfig,
+    since: datetime,
+    until: datetime,
+    org_ids: Sequence[str] | None = None,
+    rates_week: Week | None = None,
+    for_document: bool = False,
+) -> list[OrgFacts]:
+    """Facts of the given orgs (default: all, in program-file order) in [since, until).
+
+    `rates_week`: compare jobs' median throughput in this week with the week before it.
+    `for_document`: also requirements and clusters as last seen (the living document)."""
+    orgs = [o for o in program.orgs if org_ids is None or o.id in org_ids]
+    ids = [o.id for o in orgs]
+    rates: list[JobRate] = []
+    requirements: list[OrgRequirement] = []
+    clusters: list[ClusterSeen] = []
+    async with db.session() as session:
+        changes = await tracking.state_changes(session, org_ids=ids, since=since, until=until)
+        records = await tracking.records_between(session, org_ids=ids, since=since, until=until)
+        still_open = await tracking.open_incidents(session, org_ids=ids, at=until)
+        resolved = await tracking.resolved_between(session, org_ids=ids, since=since, until=until)
+        failures = await tracking.failures_overlapping(session, org_ids=ids, since=since, until=until, throughput=False)
+        stalls = await tracking.failures_overlapping(session, org_ids=ids, since=since, until=until, throughput=True)
+        operations = await tracking.operations_finished(session, org_ids=ids, since=since, until=until)
+        if rates_week is not None:
+            before = previous_week(rates_week)
+            this = _medians(
+                await tracking.hourly_job_means(session, org_ids=ids, since=rates_week.start, until=rates_week.end)
+            )
+            last = _medians(await tracking.hourly_job_means(session, org_ids=ids, since=before.start, until=before.end))
+            rates = [
+                JobRate(org_id=o, cluster_name=c, job=j, this_week=this.get((o, c, j)), last_week=last.get((o, c, j)))
+                for o, c, j in sorted(this.keys() | last.keys())
+            ]
+        if for_document:
+            requirements = list(await tracking.requirements(session, org_ids=ids))
+            clusters = list(await crud.clusters_seen(session))
+
+    grouped: dict[int, dict[str, list[_OfOrg]]] = {}
+
+    def of(org_id: str, rows: Sequence[_T]) -> list[_T]:
+        """Rows of one org; each sequence is grouped once (100 orgs must not scan every row 100 times)."""
+        if id(rows) not in grouped:
+            groups: dict[str, list[_OfOrg]] = defaultdict(list)
+            for row in rows:
+                groups[row.org_id].append(row)
+            grouped[id(rows)] = groups
+        return grouped[id(rows)].get(org_id, [])  # type: ignore[return-value]
+
+    return [
+        OrgFacts(
+            org_id=org.id,
+            name=org.name,
+            channel=org.channel,
+            quota=dict(org.quota),
+            since=since,
+            until=until,
+            changes=tuple(_state(r) for r in of(org.id, changes)),
+            records=tuple(record_fact(r) for r in of(org.id, records)),
+            open_incidents=tuple(record_fact(r) for r in of(org.id, still_open)),
+            resolved=tuple(record_fact(r) for r in of(org.id, resolved)),
+            failures=tuple(_failure(r) for r in of(org.id, failures)),
+            stalls=tuple(_stall(r) for r in of(org.id, stalls)),
+            rates=tuple(of(org.id, rates)),
+            operations=tuple(_change(r) for r in of(org.id, operations)),
+            requirements=tuple(_requirement(r) for r in of(org.id, requirements)),
+            clusters_now=tuple(_cluster_now(r) for r in of(org.id, clusters)),
+        )
+        for org in orgs
+    ]
+
+
+async def gather_week(
+    db: Database, *, program: ProgramConfig, week: Week, org_ids: Sequence[str] | None = None
+) -> list[OrgFacts]:
+    """Facts of one digest week."""
+    return await gather(db, program=program, since=week.start, until=week.end, org_ids=org_ids, rates_week=week)

@@ -1,0 +1,87 @@
+"""The usage ledger: what each org's clusters hold, stored as steps, and a one-time notice in the org's
+channel when it holds 80% and 100% of its quota of a type.
+
+Fed by the node sweep (on the leader) with each org's complete listing; a row is written only when a count
+changes, so a sweep that sees the same clusters writes nothing. Instance-hours are the integral of those
+steps (bot.digest.compute.instance_hours)."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+from bot.clusters.model import Cluster
+from bot.config import ProgramConfig, normalize_instance_type
+from bot.digest import render
+from bot.digest.compute import quota_levels
+from bot.slack.poster import Poster
+from storage import tracking
+from storage.db import Database
+from storage.models import QuotaNotice, utcnow
+
+log = logging.getLogger(__name__)
+LEVELS = (80, 100)
+
+
+class UsageLedger:
+    def __init__(
+        self, *, db: Database, poster: Poster, program: ProgramConfig, clock: Callable[[], datetime] = utcnow
+    ) -> None:
+        self._db = db
+        self._poster = poster
+        self._program = program
+        self.clock = clock
+
+    async def observe(self, org_id: str, clusters: Sequence[Cluster]) -> int:
+        """Record an org's complete listing; returns how many quota notices were posted."""
+        now = self.clock()
+        held: Counter[tuple[str, str, str]] = Counter()
+        for cluster in clusters:
+            for instance_type, count in cluster.instances_by_type().items():
+                held[(cluster.backend.value, cluster.name, normalize_instance_type(instance_type))] += count
+        async with self._db.session() as session:
+            await tracking.record_cluster_states(session, org_id=org_id, held=held, at=now)
+        by_type: Counter[str] = Counter()
+        for (_, _, instance_type), count in held.items():
+            by_type[instance_type] += count
+        return await self._notices(org_id, by_type, now)
+
+    async def _notices(self, org_id: str, held: Counter[str], now: datetime) -> int:
+        org = self._program.org(org_id)
+        if org is None:
+            return 0
+        posted = 0
+        for instance_type, level in quota_levels(held, org.quota).items():
+            quota = org.quota_for(instance_type) or 0
+            async with self._db.session() as session:
+                await tracking.clear_quota_notices(session, org_id=org_id, instance_type=instance_type, above=level)
+                # Store every level reached (a jump from 50% to 100% passes 80% too), announce the highest new one.
+                new = [
+                    lvl
+                    for lvl in LEVELS
+                    if lvl <= level
+                    and await tracking.add_quota_notice(
+                        session,
+                        notice=QuotaNotice(
+                            org_id=org_id,
+                            instance_type=instance_type,
+                            level=lvl,
+                            held=held[instance_type],
+                            quota=quota,
+                            at=now,
+                        ),
+                    )
+                ]
+            if not new:
+                continue
+            reply = render.quota_notice(
+                org_name=org.name, instance_type=instance_type, held=held[instance_type], quota=quota, level=max(new)
+            )
+            try:
+                await self._poster.post(channel=org.channel, reply=reply)
+                posted += 1
+            except Exception:  # the notice is stored: a Slack failure loses this one message, not the ledger
+                log.exception("quota notice for %s %s not posted", org_id, instance_type)
+        return posted

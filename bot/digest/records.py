@@ -1,0 +1,122 @@
+"""Tracking records of an org: what `/track` writes and reads. Authorization is the handlers' (bot.access);
+this stores, reads and computes. Writes are idempotent: a record carries the Slack request that made it,
+resolving is a conditional UPDATE, and setting a requirement to its current value changes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from bot.config import ProgramConfig
+from bot.digest.compute import instance_hours, tracking_doc, usage_lines
+from bot.digest.facts import Record, RecordKind, TrackingDoc, UsageLine
+from bot.digest.gather import gather, record_fact
+from bot.digest.weeks import week_of
+from storage import tracking
+from storage.db import Database
+from storage.models import TrackRecord, utcnow
+
+EPOCH = datetime(2020, 1, 1, tzinfo=UTC)  # before any program: "all of the history"
+DOC_USAGE_DAYS = 7  # the living document's usage window: the last 7 days, rolling
+SHOWN_RECORDS = 60  # newest records a `/track show` reply lists (the document and export have all)
+
+
+@dataclass(frozen=True)
+class TrackView:
+    """What `/track show` shows."""
+
+    since: datetime
+    records: tuple[Record, ...]  # newest first
+    open_incidents: tuple[Record, ...]
+    usage: tuple[UsageLine, ...]
+
+
+class RecordBook:
+    def __init__(self, *, db: Database, program: ProgramConfig, clock: Callable[[], datetime] = utcnow) -> None:
+        self._db = db
+        self._program = program
+        self.clock = clock
+
+    async def add(
+        self, *, org_id: str, kind: RecordKind, text: str, user_id: str, channel_id: str, request_key: str | None
+    ) -> tuple[Record, bool]:
+        """(the record, True), or (the record already made by this same request, False)."""
+        row = TrackRecord(
+            org_id=org_id,
+            kind=kind.value,
+            text=text,
+            created_by=user_id,
+            created_at=self.clock(),
+            channel_id=channel_id,
+            request_key=(request_key or None) and request_key[:64],
+        )
+        async with self._db.session() as session:
+            stored, new = await tracking.add_record(session, record=row)
+        return record_fact(stored), new
+
+    async def get(self, record_id: int) -> Record | None:
+        async with self._db.session() as session:
+            row = await tracking.get_record(session, record_id=record_id)
+        return record_fact(row) if row is not None else None
+
+    async def resolve(self, record_id: int, *, user_id: str) -> tuple[Record | None, bool]:
+        """(the record as it is now, True if this call resolved it)."""
+        async with self._db.session() as session:
+            changed = await tracking.resolve_record(session, record_id=record_id, by=user_id, at=self.clock())
+        return await self.get(record_id), changed
+
+    async def require(
+        self, *, org_id: str, pairs: Sequence[tuple[str, str]], user_id: str, request_key: str | None
+    ) -> list[tuple[str, str | None, str]]:
+        """Set requirements; each change is also a dated `requirement` record in the history."""
+        now = self.clock()
+        async with self._db.session() as session:
+            changed = await tracking.set_requirements(session, org_id=org_id, pairs=pairs, by=user_id, at=now)
+        for number, (key, old, new) in enumerate(changed):
+            text = f"{key} = {new}" + (f" (was {old})" if old is not None else "")
+            key_of_request = f"{request_key[:56]}:{number}" if request_key else None
+            await self.add(
+                org_id=org_id,
+                kind=RecordKind.REQUIREMENT,
+                text=text,
+                user_id=user_id,
+                channel_id="",
+                request_key=key_of_request,
+            )
+        return changed
+
+    async def show(self, *, org_id: str, weeks: int) -> TrackView:
+        now = self.clock()
+        since = now - timedelta(weeks=weeks)
+        (facts,) = await gather(self._db, program=self._program, since=since, until=now, org_ids=[org_id])
+        usage = usage_lines(instance_hours(facts.changes, since, now), quota=facts.quota, window_hours=weeks * 7 * 24.0)
+        newest = tuple(sorted(facts.records, key=lambda r: (r.created_at, r.id), reverse=True))
+        return TrackView(since, newest[:SHOWN_RECORDS], facts.open_incidents, usage)
+
+    async def summary(self, org_id: str) -> tuple[int, int]:
+        """(open incidents, records this week so far) for the `/track` home reply."""
+        now = self.clock()
+        week = week_of(now, _tz(self._program))
+        async with self._db.session() as session:
+            still_open = await tracking.open_incidents(session, org_ids=[org_id], at=now)
+            this_week = await tracking.count_records_between(session, org_id=org_id, since=week.start, until=now)
+        return len(still_open), this_week
+
+    async def document(self, org_id: str) -> TrackingDoc:
+        """The org's living document: all of its history, and usage over the last week."""
+        now = self.clock()
+        (facts,) = await gather(
+            self._db, program=self._program, since=EPOCH, until=now, org_ids=[org_id], for_document=True
+        )
+        doc = tracking_doc(facts, generated_at=now)
+        since = now - timedelta(days=DOC_USAGE_DAYS)
+        usage = usage_lines(
+            instance_hours(facts.changes, since, now), quota=facts.quota, window_hours=DOC_USAGE_DAYS * 24.0
+        )
+        return replace(doc, usage=usage, usage_window=(since, now))
+
+
+def _tz(program: ProgramConfig) -> ZoneInfo:
+    return ZoneInfo(program.timezone)

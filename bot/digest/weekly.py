@@ -1,0 +1,255 @@
+"""The weekly digest: built from storage, posted once per week and channel, on schedule or on demand.
+
+Exactly once: before posting to a channel, a `digest_runs` row (week, channel, attempt 0) is inserted; the
+unique key lets one caller win (the scheduled job, a catch-up after a restart, `/digest send`, or another
+replica). `/digest send --force` inserts the next attempt and so posts again.
+
+Where it goes: the coordination channel gets the program summary with each org's section as a thread reply
+(and the charts in that thread); each org's channel gets its own section only, never another org's.
+
+When the bot was not running at the scheduled time, the leader's catch-up (at start and every few minutes)
+posts the digest if it is within the grace period, else records the week as skipped; the next digest says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from apscheduler.triggers.cron import CronTrigger
+
+from bot.config import ProgramConfig
+from bot.digest import render
+from bot.digest.compute import build_digest
+from bot.digest.facts import OrgSection, ProgramDigest, Week
+from bot.digest.gather import gather_week
+from bot.digest.weeks import digest_week, due_at
+from bot.slack import charts
+from bot.slack.blocks import Reply
+from bot.slack.poster import Poster
+from storage import tracking
+from storage.db import Database
+from storage.models import DigestRun, DigestRunStatus, utcnow
+
+log = logging.getLogger(__name__)
+GRACE = timedelta(hours=12)
+SKIPPED_CHANNEL = "*"  # the digest_runs row of a week that was not posted at all
+
+
+def digest_trigger(schedule: str, tz: ZoneInfo) -> CronTrigger:
+    """`mon 09:00` -> a cron trigger on that weekday and time in the program timezone."""
+    weekday, time = schedule.split()
+    hour, minute = time.split(":")
+    return CronTrigger(day_of_week=weekday, hour=int(hour), minute=int(minute), timezone=tz)
+
+
+@dataclass(frozen=True)
+class PostReport:
+    week: str
+    posted: tuple[str, ...] = ()  # channels posted to now
+    already: tuple[str, ...] = ()  # channels whose digest of the week was posted (or claimed) before
+    failed: tuple[str, ...] = ()  # channels Slack refused; their claims were given back unless half-posted
+    skipped_reported: tuple[str, ...] = ()  # earlier weeks this digest said were not posted
+
+    def __bool__(self) -> bool:
+        return bool(self.posted or self.failed)
+
+
+def org_chart(section: OrgSection, week: Week) -> bytes:
+    types = sorted({t for _, hours in section.daily_hours for t in hours})
+    quota = sum(line.quota or 0 for line in section.usage)
+    return charts.daily_usage_chart(
+        title=f"{section.name}: instance-hours per day, {week.label}",
+        days=[day for day, _ in section.daily_hours],
+        hours_by_type={t: [hours.get(t, 0.0) for _, hours in section.daily_hours] for t in types},
+        quota_hours_per_day=quota * 24.0 if quota else None,
+    )
+
+
+def program_chart(digest: ProgramDigest) -> bytes:
+    return charts.org_usage_chart(
+        title=f"{digest.program_name}: instance-hours by org, {digest.week.label}",
+        orgs=[section.name for section in digest.orgs],
+        used=[sum(line.instance_hours for line in section.usage) for section in digest.orgs],
+        available=[sum(line.quota_hours or 0.0 for line in section.usage) or None for section in digest.orgs],
+    )
+
+
+class WeeklyDigest:
+    def __init__(
+        self,
+        *,
+        db: Database,
+        poster: Poster,
+        program: ProgramConfig,
+        holder: str,
+        clock: Callable[[], datetime] = utcnow,
+        grace: timedelta = GRACE,
+    ) -> None:
+        self._db = db
+        self._poster = poster
+        self._program = program
+        self._holder = holder
+        self.clock = clock
+        self.grace = grace
+        self.tz = ZoneInfo(program.timezone)
+        self.schedule = program.digest.schedule
+
+    # ------------------------------------------------------------------ building
+
+    def current_week(self) -> Week:
+        """The week a digest posted now covers: the one that just ended."""
+        return digest_week(self.clock(), self.tz)
+
+    async def build(self, week: Week, *, org_ids: Sequence[str] | None = None) -> ProgramDigest:
+        facts = await gather_week(self._db, program=self._program, week=week, org_ids=org_ids)
+        async with self._db.session() as session:
+            skipped = [run.week for run in await tracking.unreported_skips(session, before_week=week.label)]
+        return build_digest(program_name=self._program.name, week=week, facts=facts, skipped_weeks=skipped)
+
+    async def last_run(self, week: Week) -> DigestRun | None:
+        """The latest posting of a week's digest to the coordination channel."""
+        async with self._db.session() as session:
+            runs = await tracking.digest_runs(session, week=week.label)
+        mine = [run for run in runs if run.channel == self._program.coordination_channel]
+        return max(mine, key=lambda run: run.attempt) if mine else None
+
+    # ------------------------------------------------------------------ posting
+
+    async def post(self, week: Week, *, by: str, force: bool = False) -> PostReport:
+        """Post the week's digest to every channel not posted yet (force: to every channel again)."""
+        digest = await self.build(week)
+        posted: list[str] = []
+        already: list[str] = []
+        failed: list[str] = []
+        coordination = self._program.coordination_channel
+        run_id = await self._claim(week, coordination, by=by, force=force)
+        summary_ts: str | None = None
+        if run_id is None:
+            already.append(coordination)
+        else:
+            summary_ts = await self._post_coordination(digest, run_id)
+            (posted if summary_ts else failed).append(coordination)
+        for section in digest.orgs:
+            if section.channel == coordination:
+                continue
+            run_id = await self._claim(week, section.channel, by=by, force=force)
+            if run_id is None:
+                already.append(section.channel)
+                continue
+            ok = await self._post_org_channel(section, digest.week, run_id)
+            (posted if ok else failed).append(section.channel)
+        reported: tuple[str, ...] = ()
+        if summary_ts:
+            reported = digest.skipped_weeks
+            await self._mark_skips_reported(week, summary_ts)
+        report = PostReport(week.label, tuple(posted), tuple(already), tuple(failed), reported)
+        if report:
+            log.info("digest %s: %s", week.label, report)
+        return report
+
+    async def _claim(self, week: Week, channel: str, *, by: str, force: bool) -> int | None:
+        async with self._db.session() as session:
+            attempt = await tracking.next_attempt(session, week=week.label, channel=channel) if force else 0
+            run = await tracking.claim_digest_run(
+                session, week=week.label, channel=channel, by=by, at=self.clock(), attempt=attempt
+            )
+        return run.id if run is not None else None
+
+    async def _finish(self, run_id: int, *, ts: str | None, error: str | None, anything_posted: bool) -> None:
+        async with self._db.session() as session:
+            if error is None:
+                values = {"status": DigestRunStatus.POSTED.value, "posted_at": self.clock(), "message_ts": ts}
+                await tracking.finish_digest_run(session, run_id=run_id, values=values)
+            elif anything_posted:  # half posted: trying again would repeat what people have already read
+                values = {"status": DigestRunStatus.FAILED.value, "message_ts": ts, "detail": error[:1000]}
+                await tracking.finish_digest_run(session, run_id=run_id, values=values)
+            else:  # nothing reached Slack: give the claim back so the next catch-up (or /digest send) retries
+                await tracking.release_digest_run(session, run_id=run_id)
+
+    async def _post_all(self, channel: str, replies: Sequence[Reply], thread_ts: str | None) -> str:
+        """Post replies in order; the first one's ts (the thread the rest may go in)."""
+        first = ""
+        for reply in replies:
+            ts = await self._poster.post(channel=channel, reply=reply, thread_ts=thread_ts)
+            first = first or ts
+        return first
+
+    async def _upload(self, channel: str, content: bytes, name: str, title: str, thread_ts: str | None) -> None:
+        await self._poster.upload(channel=channel, filename=name, content=content, title=title, thread_ts=thread_ts)
+
+    async def _post_coordination(self, digest: ProgramDigest, run_id: int) -> str | None:
+        channel, ts = self._program.coordination_channel, None
+        try:
+            ts = await self._post_all(channel, render.digest_summary(digest), None)
+            chart = await asyncio.to_thread(program_chart, digest)
+            await self._upload(channel, chart, f"digest-{digest.week.label}.png", "Instance-hours by org", ts)
+            for section in digest.orgs:
+                await self._post_all(
+                    channel, render.org_digest(section, week=digest.week, program_name=digest.program_name), ts
+                )
+                chart = await asyncio.to_thread(org_chart, section, digest.week)
+                await self._upload(channel, chart, f"{section.org_id}-{digest.week.label}.png", section.name, ts)
+        except Exception as error:
+            log.exception("digest %s to the coordination channel failed", digest.week.label)
+            await self._finish(run_id, ts=ts, error=repr(error), anything_posted=ts is not None)
+            return None
+        await self._finish(run_id, ts=ts, error=None, anything_posted=True)
+        return ts
+
+    async def _post_org_channel(self, section: OrgSection, week: Week, run_id: int) -> bool:
+        ts = None
+        try:
+            ts = await self._post_all(
+                section.channel, render.org_digest(section, week=week, program_name=self._program.name), None
+            )
+            chart = await asyncio.to_thread(org_chart, section, week)
+            await self._upload(section.channel, chart, f"{section.org_id}-{week.label}.png", section.name, ts)
+        except Exception as error:
+            log.exception("digest %s to %s failed", week.label, section.channel)
+            await self._finish(run_id, ts=ts, error=repr(error), anything_posted=ts is not None)
+            return False
+        await self._finish(run_id, ts=ts, error=None, anything_posted=True)
+        return True
+
+    async def _mark_skips_reported(self, week: Week, summary_ts: str) -> None:
+        async with self._db.session() as session:
+            for run in await tracking.unreported_skips(session, before_week=week.label):
+                await tracking.finish_digest_run(session, run_id=run.id or 0, values={"message_ts": summary_ts})
+
+    # ------------------------------------------------------------------ schedule
+
+    async def scheduled(self) -> PostReport:
+        """The cron job (on the leader): post the week that just ended."""
+        return await self.post(self.current_week(), by=self._holder)
+
+    async def catch_up(self) -> str | None:
+        """After a restart or a leader change: the digest that fell due while no one posted it is posted now if
+        it is within the grace period, else its week is recorded as skipped. None when there is nothing to do."""
+        now = self.clock()
+        week = self.current_week()
+        due = due_at(week, self.schedule)
+        if now < due:
+            return None
+        async with self._db.session() as session:
+            runs = await tracking.digest_runs(session, week=week.label)
+        if any(run.channel in (self._program.coordination_channel, SKIPPED_CHANNEL) for run in runs):
+            return None  # posted, being posted, or already recorded as skipped
+        if now - due <= self.grace:
+            report = await self.post(week, by=self._holder)
+            return f"posted the {week.label} digest {now - due} late: {report}"
+        async with self._db.session() as session:
+            run = await tracking.claim_digest_run(
+                session, week=week.label, channel=SKIPPED_CHANNEL, by=self._holder, at=now
+            )
+            if run is None:
+                return None
+            detail = f"due {due.isoformat()}, Pitcrew was not running until {now.isoformat()} (grace {self.grace})"
+            values = {"status": DigestRunStatus.SKIPPED.value, "detail": detail}
+            await tracking.finish_digest_run(session, run_id=run.id or 0, values=values)
+        log.warning("digest %s skipped: %s", week.label, detail)
+        return f"skipped the {week.label} digest: {detail}"

@@ -1,0 +1,176 @@
+"""`/digest ...`: parse -> authorize -> build or post the weekly digest -> render. Nothing else."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from logging import Logger
+from typing import Any
+
+from slack_bolt.context.ack.async_ack import AsyncAck
+
+from bot.access import NOT_A_MEMBER, Action
+from bot.commands import UsageError
+from bot.digest import render
+from bot.digest.commands import (
+    DIGEST_NEEDS,
+    DIGEST_SUMMARY,
+    DIGEST_USAGE,
+    DigestHelp,
+    DigestPreview,
+    DigestSend,
+    parse_digest_command,
+)
+from bot.digest.weekly import org_chart, program_chart
+from bot.digest.weeks import parse_week
+from bot.services import Services
+from bot.slack import blocks
+from handlers.commands.cluster import INTERNAL_ERROR, Answer
+from handlers.commands.track import refuse
+from storage.models import Outcome
+
+log = logging.getLogger(__name__)
+RESPONSES = 5  # Slack accepts up to five replies through one response URL
+
+
+async def digest_command_callback(
+    ack: AsyncAck, command: dict[str, Any], context: dict[str, Any], logger: Logger
+) -> None:
+    await ack()
+    services: Services = context["services"]
+    received = services.clock()
+    user_id, channel_id, text = command["user_id"], command["channel_id"], command.get("text") or ""
+    try:
+        answer, more = await answer_digest_command(services, user_id=user_id, channel_id=channel_id, text=text)
+    except Exception:
+        logger.exception("/digest %r from %s failed", text[:200], user_id)
+        answer, more = Answer(blocks.problem(INTERNAL_ERROR), Outcome.FAILED, detail="internal error"), []
+    await services.poster.respond(command["response_url"], answer.reply)
+    for reply in more[: RESPONSES - 1]:  # a digest too long for one message: its continuation, in order
+        await services.poster.respond(command["response_url"], reply)
+    services.audit.record(
+        at=received,
+        user_id=user_id,
+        channel_id=channel_id,
+        command="/digest",
+        text=text,
+        outcome=answer.outcome,
+        org_id=answer.org_id,
+        detail=answer.detail,
+    )
+
+
+async def answer_digest_command(
+    services: Services, *, user_id: str, channel_id: str, text: str
+) -> tuple[Answer, list[blocks.Reply]]:
+    """The reply, and the continuation messages of a long preview."""
+    if not services.access.is_known(user_id):
+        return Answer(blocks.refusal(NOT_A_MEMBER), Outcome.REFUSED, detail="not a member"), []
+    try:
+        parsed = parse_digest_command(text)
+    except UsageError as error:
+        return Answer(blocks.usage_error(error), Outcome.INVALID, detail=error.message), []
+    if isinstance(parsed, DigestHelp):
+        return Answer(_help(services, user_id)), []
+    if isinstance(parsed, DigestSend):
+        return await _send(services, force=parsed.force, user_id=user_id), []
+    return await _preview(services, parsed, user_id=user_id, channel_id=channel_id)
+
+
+async def _preview(
+    services: Services, parsed: DigestPreview, *, user_id: str, channel_id: str
+) -> tuple[Answer, list[blocks.Reply]]:
+    week = services.digest.current_week()
+    if parsed.week:
+        try:
+            week = parse_week(parsed.week, services.tz)
+        except ValueError as error:  # the parser checked the format; this is the calendar's say
+            usage = UsageError(str(error), DIGEST_USAGE["preview"])
+            return Answer(blocks.usage_error(usage), Outcome.INVALID, detail=str(error)), []
+    access = services.access
+    org_id = parsed.org
+    if org_id is None and not (access.is_admin(user_id) and services.program.org_by_channel(channel_id) is None):
+        org_id = access.default_org(user_id=user_id, channel_id=channel_id)
+        if org_id is None:
+            message = "Which org? Name one: `/digest preview ORG`."
+            return Answer(blocks.problem(message), Outcome.INVALID, detail="no org"), []
+    if org_id is None:  # an admin outside the org channels: the program-wide summary
+        digest = await services.digest.build(week)
+        replies = render.digest_summary(digest)
+        chart_work = asyncio.to_thread(program_chart, digest)
+        name = f"digest-{week.label}.png"
+    else:
+        refused = refuse(services, user_id=user_id, action=Action.VIEW, org_id=org_id)
+        if refused:
+            return refused, []
+        if services.program.org(org_id) is None:
+            reason = f"There is no org `{org_id}` in this program."
+            return Answer(blocks.refusal(reason), Outcome.INVALID, org_id, reason), []
+        digest = await services.digest.build(week, org_ids=[org_id])
+        (section,) = digest.orgs
+        replies = render.org_digest(section, week=week, program_name=services.program.name)
+        chart_work = asyncio.to_thread(org_chart, section, week)
+        name = f"{org_id}-{week.label}.png"
+    # Files cannot be ephemeral: the preview's chart goes to the asker's direct messages.
+    dm = await services.poster.open_dm(user_id)
+    services.spawn(_send_chart(services, dm, chart_work, name=name, title=f"Digest preview {week.label}"))
+    first, *rest = replies
+    note = blocks.context("Preview, only you see it. The chart is in your direct messages with Pitcrew.")
+    first = blocks.Reply(text=first.text, blocks=blocks.fit([*first.blocks, note], overflow="{hidden} more blocks"))
+    return Answer(first, org_id=org_id, detail=f"preview {week.label}"), rest
+
+
+async def _send_chart(services: Services, channel: str, work: Any, *, name: str, title: str) -> None:
+    try:
+        content = await work
+        await services.poster.upload(channel=channel, filename=name, content=content, title=title)
+    except Exception:  # the preview went already; the missing chart is logged
+        log.exception("sending the digest preview chart %s failed", name)
+
+
+async def _send(services: Services, *, force: bool, user_id: str) -> Answer:
+    refused = services.access.decide(user_id=user_id, action=Action.ADMINISTER)
+    if not refused.allowed:
+        return Answer(blocks.refusal(refused.reason), Outcome.REFUSED, detail=refused.reason)
+    week = services.digest.current_week()
+    report = await services.digest.post(week, by=user_id, force=force)
+    if not report.posted and not report.failed:
+        run = await services.digest.last_run(week)
+        reply = render.digest_already_sent(
+            week=week.label,
+            at=run.claimed_at if run else services.clock(),
+            by=_person(run.claimed_by if run else None),
+            tz=services.tz,
+        )
+        return Answer(reply, Outcome.INVALID, detail=f"{week.label} already posted")
+    reply = render.digest_sent(week=week.label, channels=len(report.posted), skipped=report.skipped_reported)
+    if report.failed:
+        failed = ", ".join(f"<#{channel}>" for channel in report.failed)
+        reply = blocks.Reply(
+            text=reply.text + f" Slack refused it in {failed}; see the logs.",
+            blocks=[*reply.blocks, blocks.context(f":warning: Not posted in {failed}: Slack refused it (logged).")],
+        )
+    outcome = Outcome.FAILED if report.failed and not report.posted else Outcome.DONE
+    return Answer(reply, outcome, detail=f"{week.label}: {len(report.posted)} posted, {len(report.failed)} failed")
+
+
+def _person(claimed_by: str | None) -> str | None:
+    """A Slack user id (a person sent it), or None (the schedule on some replica did)."""
+    return claimed_by if claimed_by and claimed_by[:1] in "UW" and claimed_by.isalnum() else None
+
+
+def _help(services: Services, user_id: str) -> blocks.Reply:
+    visible = services.access.visible_orgs(user_id)
+    lines = [
+        f"`{DIGEST_USAGE[name]}`\n{DIGEST_SUMMARY[name]}"
+        for name, needs in DIGEST_NEEDS.items()
+        if needs is None
+        or (needs is Action.ADMINISTER and services.access.is_admin(user_id))
+        or (
+            needs is not Action.ADMINISTER
+            and any(services.access.may(user_id=user_id, action=needs, org_id=o) for o in visible)
+        )
+    ]
+    return blocks.Reply(
+        text="Digest commands you may run", blocks=[blocks.header("Pitcrew: /digest"), *blocks.sections(lines)]
+    )

@@ -1,0 +1,383 @@
+"""Plain CRUD functions (session first, keyword-only) for tracking and the weekly digest: records,
+requirements, cluster states (the usage ledger's steps), digest runs (the exactly-once claims) and quota
+notices. Kept apart from storage.crud, which holds the cluster, alert and throughput tables.
+
+Queries that feed the digest take a list of org ids and a window and aggregate in SQL, so building a digest
+costs a handful of queries whatever the number of orgs and weeks stored."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, func, or_, update
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from storage.crud import _dialect_insert
+from storage.models import (
+    ClusterState,
+    DigestRun,
+    DigestRunStatus,
+    Episode,
+    Operation,
+    OperationStatus,
+    OrgRequirement,
+    QuotaNotice,
+    ThroughputRollup,
+    TrackRecord,
+)
+
+INCIDENT = "incident"
+THROUGHPUT_BACKEND = "throughput"  # bot.monitor.jobs.BACKEND: job episodes live beside node episodes
+StateKey = tuple[str, str, str]  # (backend, cluster_name, instance_type)
+
+# ------------------------------------------------------------------------------------------------ records
+
+
+async def add_record(session: AsyncSession, *, record: TrackRecord) -> tuple[TrackRecord, bool]:
+    """Store a record; (the record, True). A request already recorded (same request_key: a retried slash
+    command or modal submission) stores nothing and returns (the first record, False)."""
+    if record.request_key:
+        existing = (
+            await session.exec(select(TrackRecord).where(TrackRecord.request_key == record.request_key))
+        ).first()
+        if existing is not None:
+            return existing, False
+    session.add(record)
+    try:
+        await session.commit()
+    except IntegrityError:
+        await session.rollback()
+        existing = (
+            await session.exec(select(TrackRecord).where(TrackRecord.request_key == record.request_key))
+        ).first()
+        if existing is None:
+            raise
+        return existing, False
+    await session.refresh(record)
+    return record, True
+
+
+async def get_record(session: AsyncSession, *, record_id: int) -> TrackRecord | None:
+    return await session.get(TrackRecord, record_id)
+
+
+async def resolve_record(session: AsyncSession, *, record_id: int, by: str, at: datetime) -> bool:
+    """Resolve an open incident in one conditional UPDATE: True for the one caller that resolved it."""
+    result = await session.exec(
+        update(TrackRecord)
+        .where(
+            col(TrackRecord.id) == record_id,
+            col(TrackRecord.kind) == INCIDENT,
+            col(TrackRecord.resolved_at).is_(None),
+        )
+        .values(resolved_at=at, resolved_by=by)
+    )
+    await session.commit()
+    return bool(result.rowcount)
+
+
+async def records_between(
+    session: AsyncSession, *, org_ids: Sequence[str], since: datetime, until: datetime, limit: int | None = None
+) -> Sequence[TrackRecord]:
+    """Records created in [since, until), newest first when limited (a listing), else oldest first."""
+    query = select(TrackRecord).where(
+        col(TrackRecord.org_id).in_(org_ids), col(TrackRecord.created_at) >= since, col(TrackRecord.created_at) < until
+    )
+    if limit is not None:
+        return (await session.exec(query.order_by(col(TrackRecord.created_at).desc()).limit(limit))).all()
+    return (await session.exec(query.order_by(col(TrackRecord.created_at), col(TrackRecord.id)))).all()
+
+
+async def count_records_between(session: AsyncSession, *, org_id: str, since: datetime, until: datetime) -> int:
+    query = select(func.count()).where(
+        TrackRecord.org_id == org_id, col(TrackRecord.created_at) >= since, col(TrackRecord.created_at) < until
+    )
+    return int((await session.exec(query)).one())
+
+
+async def open_incidents(session: AsyncSession, *, org_ids: Sequence[str], at: datetime) -> Sequence[TrackRecord]:
+    """Incidents opened before `at` and not resolved by then, oldest first."""
+    query = (
+        select(TrackRecord)
+        .where(
+            col(TrackRecord.org_id).in_(org_ids),
+            col(TrackRecord.kind) == INCIDENT,
+            col(TrackRecord.created_at) < at,
+            or_(col(TrackRecord.resolved_at).is_(None), col(TrackRecord.resolved_at) >= at),
+        )
+        .order_by(col(TrackRecord.created_at), col(TrackRecord.id))
+    )
+    return (await session.exec(query)).all()
+
+
+async def resolved_between(
+    session: AsyncSession, *, org_ids: Sequence[str], since: datetime, until: datetime
+) -> Sequence[TrackRecord]:
+    query = (
+        select(TrackRecord)
+        .where(
+            col(TrackRecord.org_id).in_(org_ids),
+            col(TrackRecord.kind) == INCIDENT,
+            col(TrackRecord.resolved_at) >= since,
+            col(TrackRecord.resolved_at) < until,
+        )
+        .order_by(col(TrackRecord.resolved_at))
+    )
+    return (await session.exec(query)).all()
+
+
+# ------------------------------------------------------------------------------------------- requirements
+
+
+async def requirements(session: AsyncSession, *, org_ids: Sequence[str]) -> Sequence[OrgRequirement]:
+    query = select(OrgRequirement).where(col(OrgRequirement.org_id).in_(org_ids))
+    return (await session.exec(query.order_by(col(OrgRequirement.org_id), col(OrgRequirement.key)))).all()
+
+
+async def set_requirements(
+    session: AsyncSession, *, org_id: str, pairs: Sequence[tuple[str, str]], by: str, at: datetime
+) -> list[tuple[str, str | None, str]]:
+    """Upsert requirements; returns (key, old value or None, new value) for those that changed."""
+    current = {r.key: r for r in await requirements(session, org_ids=[org_id])}
+    changed: list[tuple[str, str | None, str]] = []
+    for key, value in pairs:
+        row = current.get(key)
+        if row is not None and row.value == value:
+            continue
+        changed.append((key, row.value if row else None, value))
+        if row is None:
+            session.add(OrgRequirement(org_id=org_id, key=key, value=value, set_by=by, set_at=at))
+        else:
+            row.value, row.set_by, row.set_at = value, by, at
+    await session.commit()
+    return changed
+
+
+# ----------------------------------------------------------------------------------------- cluster states
+
+
+async def _latest_states(
+    session: AsyncSession, *, org_ids: Sequence[str], before: datetime | None
+) -> list[ClusterState]:
+    """The newest state of every (org, backend, cluster, type), optionally among those before a time.
+
+    Rows are appended in time order by the leader's sweep, so the highest id of a key is its newest row."""
+    newest = select(func.max(ClusterState.id)).where(col(ClusterState.org_id).in_(org_ids))
+    if before is not None:
+        newest = newest.where(col(ClusterState.at) < before)
+    newest = newest.group_by(
+        col(ClusterState.org_id),
+        col(ClusterState.backend),
+        col(ClusterState.cluster_name),
+        col(ClusterState.instance_type),
+    )
+    query = select(ClusterState).where(col(ClusterState.id).in_(newest.scalar_subquery()))
+    return list((await session.exec(query)).all())
+
+
+async def record_cluster_states(
+    session: AsyncSession, *, org_id: str, held: Mapping[StateKey, int], at: datetime
+) -> list[ClusterState]:
+    """Store what an org's clusters hold now (a complete listing): a row for each (cluster, type) whose count
+    changed, and a 0 for each that held something and is gone. Returns the rows written."""
+    last = {
+        (s.backend, s.cluster_name, s.instance_type): s.count
+        for s in await _latest_states(session, org_ids=[org_id], before=None)
+    }
+    rows = [
+        ClusterState(org_id=org_id, backend=b, cluster_name=c, instance_type=t, count=n, at=at)
+        for (b, c, t), n in sorted(held.items())
+        if last.get((b, c, t), 0) != n
+    ]
+    rows += [
+        ClusterState(org_id=org_id, backend=b, cluster_name=c, instance_type=t, count=0, at=at)
+        for (b, c, t), n in sorted(last.items())
+        if n and (b, c, t) not in held
+    ]
+    if rows:
+        session.add_all(rows)
+        await session.commit()
+    return rows
+
+
+async def state_changes(
+    session: AsyncSession, *, org_ids: Sequence[str], since: datetime, until: datetime
+) -> Sequence[ClusterState]:
+    """The state each (cluster, type) was in at `since`, and every change in [since, until), oldest first."""
+    before = [s for s in await _latest_states(session, org_ids=org_ids, before=since) if s.count]
+    query = (
+        select(ClusterState)
+        .where(col(ClusterState.org_id).in_(org_ids), col(ClusterState.at) >= since, col(ClusterState.at) < until)
+        .order_by(col(ClusterState.at), col(ClusterState.id))
+    )
+    return [*sorted(before, key=lambda s: (s.at, s.id or 0)), *(await session.exec(query)).all()]
+
+
+async def held_now(session: AsyncSession, *, org_id: str) -> dict[str, int]:
+    """Instances an org holds by type, as last recorded."""
+    held: dict[str, int] = {}
+    for state in await _latest_states(session, org_ids=[org_id], before=None):
+        if state.count:
+            held[state.instance_type] = held.get(state.instance_type, 0) + state.count
+    return held
+
+
+# ------------------------------------------------------------------------------------ episodes, operations
+
+
+async def failures_overlapping(
+    session: AsyncSession, *, org_ids: Sequence[str], since: datetime, until: datetime, throughput: bool
+) -> Sequence[Episode]:
+    """Episodes open at some point in [since, until): node/cluster episodes, or (throughput=True) job ones."""
+    backend = col(Episode.backend) == THROUGHPUT_BACKEND
+    query = (
+        select(Episode)
+        .where(
+            col(Episode.org_id).in_(org_ids),
+            backend if throughput else ~backend,
+            col(Episode.opened_at) < until,
+            or_(col(Episode.closed_at).is_(None), col(Episode.closed_at) >= since),
+        )
+        .order_by(col(Episode.opened_at), col(Episode.id))
+    )
+    return (await session.exec(query)).all()
+
+
+async def operations_finished(
+    session: AsyncSession, *, org_ids: Sequence[str], since: datetime, until: datetime
+) -> Sequence[Operation]:
+    """Cluster changes that finished (done or failed) in [since, until), oldest first."""
+    query = (
+        select(Operation)
+        .where(
+            col(Operation.org_id).in_(org_ids),
+            col(Operation.status).in_([OperationStatus.DONE.value, OperationStatus.FAILED.value]),
+            col(Operation.updated_at) >= since,
+            col(Operation.updated_at) < until,
+        )
+        .order_by(col(Operation.updated_at))
+    )
+    return (await session.exec(query)).all()
+
+
+def _hour(session: AsyncSession, column: Any) -> Any:
+    """The hour a timestamp falls in, as a grouping key: SQLite stores 'YYYY-MM-DD HH:MM:SS...' text."""
+    dialect = session.bind.dialect.name if session.bind else "sqlite"
+    return func.date_trunc("hour", column) if dialect == "postgresql" else func.substr(column, 1, 13)
+
+
+async def hourly_job_means(
+    session: AsyncSession, *, org_ids: Sequence[str], since: datetime, until: datetime
+) -> list[tuple[str, str, str, float]]:
+    """(org, cluster, job, mean) for each hour a job reported in [since, until), from the one-minute rollups:
+    the database sums a week's minutes into at most 168 rows per job."""
+    hour = _hour(session, col(ThroughputRollup.minute))
+    query = (
+        select(
+            ThroughputRollup.org_id,
+            ThroughputRollup.cluster,
+            ThroughputRollup.job,
+            func.sum(ThroughputRollup.total) / func.sum(ThroughputRollup.count),
+        )
+        .where(
+            col(ThroughputRollup.org_id).in_(org_ids),
+            col(ThroughputRollup.minute) >= since,
+            col(ThroughputRollup.minute) < until,
+            col(ThroughputRollup.count) > 0,
+        )
+        .group_by(col(ThroughputRollup.org_id), col(ThroughputRollup.cluster), col(ThroughputRollup.job), hour)
+    )
+    return [(o, c, j, float(m)) for o, c, j, m in (await session.exec(query)).all()]
+
+
+# ------------------------------------------------------------------------------------------- digest runs
+
+
+async def claim_digest_run(
+    session: AsyncSession, *, week: str, channel: str, by: str, at: datetime, attempt: int = 0
+) -> DigestRun | None:
+    """Claim the posting of a week's digest to a channel: the row, or None when it is already claimed (posted,
+    being posted, or skipped) by anyone. The unique key decides between racing replicas."""
+    run = DigestRun(
+        week=week, channel=channel, attempt=attempt, status=DigestRunStatus.CLAIMED.value, claimed_by=by, claimed_at=at
+    )
+    session.add(run)
+    try:
+        await session.commit()
+    except IntegrityError:
+        await session.rollback()
+        return None
+    await session.refresh(run)
+    return run
+
+
+async def finish_digest_run(session: AsyncSession, *, run_id: int, values: dict[str, Any]) -> None:
+    await session.exec(update(DigestRun).where(col(DigestRun.id) == run_id).values(**values))
+    await session.commit()
+
+
+async def release_digest_run(session: AsyncSession, *, run_id: int) -> None:
+    """Give a claim back (the post failed before anything reached Slack), so a later try may post."""
+    run = await session.get(DigestRun, run_id)
+    if run is not None:
+        await session.delete(run)
+        await session.commit()
+
+
+async def digest_runs(session: AsyncSession, *, week: str | None = None) -> Sequence[DigestRun]:
+    query = select(DigestRun).order_by(col(DigestRun.claimed_at), col(DigestRun.id))
+    if week is not None:
+        query = query.where(DigestRun.week == week)
+    return (await session.exec(query)).all()
+
+
+async def next_attempt(session: AsyncSession, *, week: str, channel: str) -> int:
+    query = select(func.max(DigestRun.attempt)).where(DigestRun.week == week, DigestRun.channel == channel)
+    latest = (await session.exec(query)).one()
+    return 0 if latest is None else int(latest) + 1
+
+
+async def unreported_skips(session: AsyncSession, *, before_week: str) -> Sequence[DigestRun]:
+    """Weeks recorded as skipped (channel "*") that no posted digest has mentioned yet."""
+    query = (
+        select(DigestRun)
+        .where(
+            DigestRun.channel == "*",
+            DigestRun.status == DigestRunStatus.SKIPPED.value,
+            col(DigestRun.week) < before_week,
+            col(DigestRun.message_ts).is_(None),  # set to the digest that reported it
+        )
+        .order_by(col(DigestRun.week))
+    )
+    return (await session.exec(query)).all()
+
+
+# ------------------------------------------------------------------------------------------ quota notices
+
+
+async def quota_notices(session: AsyncSession, *, org_id: str) -> Sequence[QuotaNotice]:
+    return (await session.exec(select(QuotaNotice).where(QuotaNotice.org_id == org_id))).all()
+
+
+async def add_quota_notice(session: AsyncSession, *, notice: QuotaNotice) -> bool:
+    """True for the one caller that stored it (and so posts it); False when it was already given."""
+    statement = _dialect_insert(session)(QuotaNotice).values(**notice.model_dump()).on_conflict_do_nothing()
+    result = await session.exec(statement)
+    await session.commit()
+    return bool(result.rowcount)
+
+
+async def clear_quota_notices(session: AsyncSession, *, org_id: str, instance_type: str, above: int) -> None:
+    """Forget notices of levels above `above` (the org holds less now), so a new crossing is announced."""
+    await session.exec(
+        delete(QuotaNotice).where(
+            col(QuotaNotice.org_id) == org_id,
+            col(QuotaNotice.instance_type) == instance_type,
+            col(QuotaNotice.level) > above,
+        )
+    )
+    await session.commit()
