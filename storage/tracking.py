@@ -88,7 +88,8 @@ async def records_between(
         col(TrackRecord.org_id).in_(org_ids), col(TrackRecord.created_at) >= since, col(TrackRecord.created_at) < until
     )
     if limit is not None:
-        return (await session.exec(query.order_by(col(TrackRecord.created_at).desc()).limit(limit))).all()
+        newest = query.order_by(col(TrackRecord.created_at).desc(), col(TrackRecord.id).desc())
+        return (await session.exec(newest.limit(limit))).all()
     return (await session.exec(query.order_by(col(TrackRecord.created_at), col(TrackRecord.id)))).all()
 
 
@@ -265,9 +266,12 @@ async def operations_finished(
 
 
 def _hour(session: AsyncSession, column: Any) -> Any:
-    """The hour a timestamp falls in, as a grouping key: SQLite stores 'YYYY-MM-DD HH:MM:SS...' text."""
+    """The UTC hour a timestamp falls in, as a grouping key: SQLite stores 'YYYY-MM-DD HH:MM:SS...' UTC text;
+    Postgres truncates in the session's time zone unless told UTC (a +05:30 zone would split every hour)."""
     dialect = session.bind.dialect.name if session.bind else "sqlite"
-    return func.date_trunc("hour", column) if dialect == "postgresql" else func.substr(column, 1, 13)
+    if dialect == "postgresql":
+        return func.date_trunc("hour", func.timezone("UTC", column))
+    return func.substr(column, 1, 13)
 
 
 async def hourly_job_means(

@@ -219,22 +219,31 @@ def _split(title: str, body: Sequence[Block], *, text: str) -> list[Reply]:
 
 
 def _fit_lines(
-    head: Sequence[Block], lines: Sequence[str], tail: Sequence[Block], *, overflow: Callable[[int], str]
+    head: Sequence[Block],
+    title: str,
+    lines: Sequence[str],
+    tail: Sequence[Block],
+    *,
+    overflow: Callable[[int], str],
 ) -> list[Block]:
-    """One message: `head`, as many of `lines` as fit (in order), a context saying how many were left out,
-    then `tail`. Used where the lines are a long list of which the first are the ones to read."""
-    if _fits([*head, *sections(lines), *tail]):
-        return [*head, *sections(lines), *tail]
+    """One message: `head`, then `title` and as many of `lines` as fit (in order), a context saying how many
+    were left out, then `tail`. Used where the lines are a long list of which the first are the ones to read."""
+
+    def blocks(shown: int) -> list[Block]:
+        more = [context(overflow(len(lines) - shown))] if shown < len(lines) else []
+        return [*head, *sections([title, *lines[:shown]]), *more, *tail]
+
+    if _fits(blocks(len(lines))):
+        return blocks(len(lines))
     low, high = 0, len(lines)  # the most lines that fit with the overflow note is in [low, high)
     while high - low > 1:
         middle = (low + high) // 2
-        if _fits([*head, *sections(lines[:middle]), context(overflow(len(lines) - middle)), *tail]):
+        if _fits(blocks(middle)):
             low = middle
         else:
             high = middle
-    blocks = [*head, *sections(lines[:low]), context(overflow(len(lines) - low)), *tail]
     # The head alone might not fit (hundreds of open incidents): then the last blocks go, and that is said too.
-    return _guard(blocks)
+    return _guard(blocks(low))
 
 
 def _guard(blocks: list[Block]) -> list[Block]:
@@ -485,17 +494,16 @@ def track_show(
         ),
         divider(),
     ]
-    lines = [f"*Records, newest first* ({len(records)})"] if records else ["No records in this window."]
-    lines += [_record_line(r, tz) for r in _newest_first(records)]
+    heading = f"*Records, newest first* ({len(records)})" if records else "No records in this window."
+    lines = [_record_line(r, tz) for r in _newest_first(records)]
 
     def overflow(hidden: int) -> str:
-        # The heading line counts among the lines but is never the one hidden: it comes first.
         return (
             f"… and {_plural(hidden, 'older record')}: `/track doc {org_id}` or "
             f"`pitcrew track export {org_id} --format md` has them all."
         )
 
-    blocks = _fit_lines(head, lines, [], overflow=overflow)
+    blocks = _fit_lines(head, heading, lines, [], overflow=overflow)
     text = f"{escape(title)}: {_plural(len(records), 'record')}, {_plural(len(open_incidents), 'open incident')}"
     return Reply(text=text, blocks=blocks)
 
@@ -543,7 +551,8 @@ def tracking_doc_reply(doc: TrackingDoc, *, tz: ZoneInfo) -> Reply:
     )
     head.append(divider())
 
-    lines = [f"*History, newest first* ({len(doc.history)})"] if doc.history else ["No history yet."]
+    heading = f"*History, newest first* ({len(doc.history)})" if doc.history else "No history yet."
+    lines = []
     for entry in doc.history:
         icon, label = _KIND.get(entry.kind, (":small_blue_diamond:", entry.kind))
         ref = f" *{escape(entry.ref)}*" if entry.ref else ""
@@ -557,7 +566,7 @@ def tracking_doc_reply(doc: TrackingDoc, *, tz: ZoneInfo) -> Reply:
             f"`pitcrew track export {doc.org_id} --format md` has them all."
         )
 
-    blocks = _fit_lines(head, lines, tail, overflow=overflow)
+    blocks = _fit_lines(head, heading, lines, tail, overflow=overflow)
     text = (
         f"{escape(title)}: {_plural(len(doc.requirements), 'requirement')}, {_plural(len(doc.clusters), 'cluster')}, "
         f"{_plural(len(doc.open_incidents), 'open incident')}, "

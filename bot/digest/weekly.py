@@ -98,6 +98,7 @@ class WeeklyDigest:
         self.grace = grace
         self.tz = ZoneInfo(program.timezone)
         self.schedule = program.digest.schedule
+        self._charts: dict[str, bytes] = {}  # org id -> PNG, for the posting under way
 
     # ------------------------------------------------------------------ building
 
@@ -123,6 +124,7 @@ class WeeklyDigest:
     async def post(self, week: Week, *, by: str, force: bool = False) -> PostReport:
         """Post the week's digest to every channel not posted yet (force: to every channel again)."""
         digest = await self.build(week)
+        self._charts = {}
         posted: list[str] = []
         already: list[str] = []
         failed: list[str] = []
@@ -182,6 +184,12 @@ class WeeklyDigest:
     async def _upload(self, channel: str, content: bytes, name: str, title: str, thread_ts: str | None) -> None:
         await self._poster.upload(channel=channel, filename=name, content=content, title=title, thread_ts=thread_ts)
 
+    async def _org_chart(self, section: OrgSection, week: Week) -> bytes:
+        """Rendered once per posting (off the event loop), for the coordination thread and the org channel."""
+        if section.org_id not in self._charts:
+            self._charts[section.org_id] = await asyncio.to_thread(org_chart, section, week)
+        return self._charts[section.org_id]
+
     async def _post_coordination(self, digest: ProgramDigest, run_id: int) -> str | None:
         channel, ts = self._program.coordination_channel, None
         try:
@@ -192,7 +200,7 @@ class WeeklyDigest:
                 await self._post_all(
                     channel, render.org_digest(section, week=digest.week, program_name=digest.program_name), ts
                 )
-                chart = await asyncio.to_thread(org_chart, section, digest.week)
+                chart = await self._org_chart(section, digest.week)
                 await self._upload(channel, chart, f"{section.org_id}-{digest.week.label}.png", section.name, ts)
         except Exception as error:
             log.exception("digest %s to the coordination channel failed", digest.week.label)
@@ -207,7 +215,7 @@ class WeeklyDigest:
             ts = await self._post_all(
                 section.channel, render.org_digest(section, week=week, program_name=self._program.name), None
             )
-            chart = await asyncio.to_thread(org_chart, section, week)
+            chart = await self._org_chart(section, week)
             await self._upload(section.channel, chart, f"{section.org_id}-{week.label}.png", section.name, ts)
         except Exception as error:
             log.exception("digest %s to %s failed", week.label, section.channel)
