@@ -181,6 +181,42 @@ def throughput_replay(path: Path, *, stall_after: float, drop_ratio: float, sust
     return 0
 
 
+async def _document_markdown(database_url: str, program: ProgramConfig, org_id: str) -> str:
+    from zoneinfo import ZoneInfo
+
+    from bot.digest.markdown import tracking_doc_markdown
+    from bot.digest.records import RecordBook
+    from storage.db import Database
+
+    db = Database(url=database_url)
+    try:
+        await db.upgrade()
+        doc = await RecordBook(db=db, program=program).document(org_id)
+        return tracking_doc_markdown(doc, tz=ZoneInfo(program.timezone))
+    finally:
+        await db.dispose()
+
+
+def track_export(settings: Settings, org_id: str, output: Path | None) -> int:
+    """Write an org's living tracking document as Markdown, for people outside Slack."""
+    program = _program(settings)
+    if program.org(org_id) is None:
+        known = ", ".join(org.id for org in program.orgs) or "none"
+        print(f"unknown org {org_id!r}: {settings.pitcrew_config} lists {known}", file=sys.stderr)
+        return 1
+    text = asyncio.run(_document_markdown(settings.database_url, program, org_id))
+    if output is None:
+        sys.stdout.write(text)
+        return 0
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as error:
+        print(f"cannot write {output}: {error.strerror}", file=sys.stderr)
+        return 1
+    print(f"{org_id}: tracking document written to {output}")
+    return 0
+
+
 def demo(host: str, port: int, open_browser: bool) -> int:
     from bot.app import prefer_the_event_loop
     from bot.sandbox.demo import run_demo
@@ -217,6 +253,12 @@ def parser() -> argparse.ArgumentParser:
     replay.add_argument("--stall-after", type=float, default=10.0, metavar="MIN", help="minutes (default 10)")
     replay.add_argument("--drop-ratio", type=float, default=0.6, metavar="R", help="of the baseline (default 0.6)")
     replay.add_argument("--sustain", type=float, default=5.0, metavar="MIN", help="minutes (default 5)")
+    track = sub.add_parser("track", help="tracking records")
+    track_sub = track.add_subparsers(dest="track_command", required=True)
+    export = track_sub.add_parser("export", help="write an org's living tracking document (Markdown)")
+    export.add_argument("org", metavar="ORG", help="an org id from the program file")
+    export.add_argument("--format", choices=["md"], default="md", help="md: Markdown (the only format so far)")
+    export.add_argument("--output", "-o", type=Path, metavar="FILE", help="default: standard output")
     token = sub.add_parser("token", help="API tokens of the throughput ingest endpoint")
     token_sub = token.add_subparsers(dest="token_command", required=True)
     token_new = token_sub.add_parser("create", help="create an org's ingest token and print it (once)")
@@ -249,6 +291,8 @@ def main(argv: list[str] | None = None) -> int:
         return throughput_replay(
             args.file, stall_after=args.stall_after, drop_ratio=args.drop_ratio, sustain=args.sustain
         )
+    if args.command == "track":
+        return track_export(settings, args.org, args.output)
     if args.command == "token":
         if args.token_command == "list":
             return token_list(settings, args.org)

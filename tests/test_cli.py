@@ -32,3 +32,42 @@ def test_serve_refuses_a_bad_program_file(
         main(["serve", "--port", "0"])
     assert exit_info.value.code == 1
     assert "orgs[0].id" in capsys.readouterr().err
+
+
+def test_track_export_writes_the_living_document_as_markdown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import asyncio
+
+    from bot.config import load_program
+    from bot.digest.facts import RecordKind
+    from bot.digest.records import RecordBook
+    from bot.sandbox.world import EXAMPLE_PROGRAM
+    from storage.db import Database
+
+    url = f"sqlite+aiosqlite:///{tmp_path / 'p.db'}"
+    monkeypatch.setenv("DATABASE_URL", url)
+    monkeypatch.setenv("PITCREW_CONFIG", str(EXAMPLE_PROGRAM))
+
+    async def seed() -> None:
+        db = Database(url=url)
+        await db.upgrade()
+        book = RecordBook(db=db, program=load_program(EXAMPLE_PROGRAM))
+        await book.add(
+            org_id="kumo-labs",
+            kind=RecordKind.INCIDENT,
+            text="EFA | NCCL hang",
+            user_id="U0ALICE01",
+            channel_id="",
+            request_key=None,
+        )
+        await book.require(org_id="kumo-labs", pairs=[("model_size", "70B")], user_id="U0ALICE01", request_key=None)
+        await db.dispose()
+
+    asyncio.run(seed())
+    assert main(["track", "export", "kumo-labs", "--format", "md", "--output", str(tmp_path / "kumo.md")]) == 0
+    document = (tmp_path / "kumo.md").read_text()
+    assert document.startswith("# ") and "Kumo Labs" in document
+    assert "model_size" in document and "70B" in document and "EFA | NCCL hang" in document
+    assert main(["track", "export", "nobody"]) == 1
+    assert "unknown org 'nobody'" in capsys.readouterr().err
