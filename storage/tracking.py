@@ -385,3 +385,24 @@ async def clear_quota_notices(session: AsyncSession, *, org_id: str, instance_ty
         )
     )
     await session.commit()
+
+
+async def release_stale_claims(session: AsyncSession, *, week: str, before: datetime) -> int:
+    """Forget claims of a week taken before `before` that never posted a message: their claimer died (a
+    deploy, a crash) between claiming and posting, so nobody else would ever post that channel."""
+    result = await session.exec(
+        delete(DigestRun).where(
+            col(DigestRun.week) == week,
+            col(DigestRun.status) == DigestRunStatus.CLAIMED.value,
+            col(DigestRun.message_ts).is_(None),
+            col(DigestRun.claimed_at) < before,
+        )
+    )
+    await session.commit()
+    return int(result.rowcount or 0)
+
+
+async def posted_before(session: AsyncSession, *, week: str) -> bool:
+    """Whether any digest of an earlier week was claimed here: a new installation has no weeks to miss."""
+    query = select(DigestRun.id).where(col(DigestRun.week) < week).limit(1)
+    return (await session.exec(query)).first() is not None

@@ -54,7 +54,7 @@ TRACK_SUMMARY = {
     "require": "set the org's requirements (model size, framework, instances, storage, deadline, ...)",
     "resolve": "mark an open incident resolved",
     "show": "an org's records and requirements of the last weeks (default 4)",
-    "doc": "the org's tracking document, as a Markdown file",
+    "doc": "the org's living tracking document (`pitcrew track export ORG` writes it as Markdown)",
     "help": "what you may run",
 }
 TRACK_NEEDS: dict[str, Action | None] = {

@@ -23,6 +23,9 @@ from storage.models import QuotaNotice, utcnow
 
 log = logging.getLogger(__name__)
 LEVELS = (80, 100)
+# A level's notice may come again only once the holding drops this far below it: an org running at its quota
+# dips by a node at every replacement, and must not be told "100%" again each time.
+REARM_BELOW = {80: 0.7, 100: 0.9}
 
 
 class UsageLedger:
@@ -55,8 +58,9 @@ class UsageLedger:
         posted = 0
         for instance_type, level in quota_levels(held, org.quota).items():
             quota = org.quota_for(instance_type) or 0
+            kept = max((lvl for lvl in LEVELS if held[instance_type] >= REARM_BELOW[lvl] * quota), default=0)
             async with self._db.session() as session:
-                await tracking.clear_quota_notices(session, org_id=org_id, instance_type=instance_type, above=level)
+                await tracking.clear_quota_notices(session, org_id=org_id, instance_type=instance_type, above=kept)
                 # Store every level reached (a jump from 50% to 100% passes 80% too), announce the highest new one.
                 new = [
                     lvl

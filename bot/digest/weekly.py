@@ -27,7 +27,7 @@ from bot.digest import render
 from bot.digest.compute import build_digest
 from bot.digest.facts import OrgSection, ProgramDigest, Week
 from bot.digest.gather import gather_week
-from bot.digest.weeks import digest_week, due_at
+from bot.digest.weeks import digest_week, due_at, previous_week
 from bot.slack import charts
 from bot.slack.blocks import Reply
 from bot.slack.poster import Poster
@@ -38,6 +38,7 @@ from storage.models import DigestRun, DigestRunStatus, utcnow
 log = logging.getLogger(__name__)
 GRACE = timedelta(hours=12)
 SKIPPED_CHANNEL = "*"  # the digest_runs row of a week that was not posted at all
+STALE_CLAIM = timedelta(minutes=30)  # a claim this old that posted nothing was left by a replica that died
 
 
 def digest_trigger(schedule: str, tz: ZoneInfo) -> CronTrigger:
@@ -173,11 +174,20 @@ class WeeklyDigest:
             else:  # nothing reached Slack: give the claim back so the next catch-up (or /digest send) retries
                 await tracking.release_digest_run(session, run_id=run_id)
 
-    async def _post_all(self, channel: str, replies: Sequence[Reply], thread_ts: str | None) -> str:
-        """Post replies in order; the first one's ts (the thread the rest may go in)."""
+    async def _post_all(
+        self, channel: str, replies: Sequence[Reply], thread_ts: str | None, sent: list[str], run_id: int
+    ) -> str:
+        """Post replies in order, noting each ts in `sent`; the first one's ts (the thread the rest go in).
+
+        The run's first message is stored on its row at once: from then on a failure or a crash leaves a
+        half-posted run, which is never posted again from the start (people have read part of it)."""
         first = ""
         for reply in replies:
             ts = await self._poster.post(channel=channel, reply=reply, thread_ts=thread_ts)
+            if not sent:
+                async with self._db.session() as session:
+                    await tracking.finish_digest_run(session, run_id=run_id, values={"message_ts": ts})
+            sent.append(ts)
             first = first or ts
         return first
 
@@ -191,66 +201,87 @@ class WeeklyDigest:
         return self._charts[section.org_id]
 
     async def _post_coordination(self, digest: ProgramDigest, run_id: int) -> str | None:
-        channel, ts = self._program.coordination_channel, None
+        channel = self._program.coordination_channel
+        sent: list[str] = []
         try:
-            ts = await self._post_all(channel, render.digest_summary(digest), None)
+            ts = await self._post_all(channel, render.digest_summary(digest), None, sent, run_id)
             chart = await asyncio.to_thread(program_chart, digest)
             await self._upload(channel, chart, f"digest-{digest.week.label}.png", "Instance-hours by org", ts)
             for section in digest.orgs:
-                await self._post_all(
-                    channel, render.org_digest(section, week=digest.week, program_name=digest.program_name), ts
-                )
+                org_replies = render.org_digest(section, week=digest.week, program_name=digest.program_name)
+                await self._post_all(channel, org_replies, ts, sent, run_id)
                 chart = await self._org_chart(section, digest.week)
                 await self._upload(channel, chart, f"{section.org_id}-{digest.week.label}.png", section.name, ts)
         except Exception as error:
             log.exception("digest %s to the coordination channel failed", digest.week.label)
-            await self._finish(run_id, ts=ts, error=repr(error), anything_posted=ts is not None)
+            await self._finish(run_id, ts=sent[0] if sent else None, error=repr(error), anything_posted=bool(sent))
             return None
         await self._finish(run_id, ts=ts, error=None, anything_posted=True)
         return ts
 
     async def _post_org_channel(self, section: OrgSection, week: Week, run_id: int) -> bool:
-        ts = None
+        sent: list[str] = []
         try:
-            ts = await self._post_all(
-                section.channel, render.org_digest(section, week=week, program_name=self._program.name), None
-            )
+            replies = render.org_digest(section, week=week, program_name=self._program.name)
+            ts = await self._post_all(section.channel, replies, None, sent, run_id)
             chart = await self._org_chart(section, week)
             await self._upload(section.channel, chart, f"{section.org_id}-{week.label}.png", section.name, ts)
         except Exception as error:
             log.exception("digest %s to %s failed", week.label, section.channel)
-            await self._finish(run_id, ts=ts, error=repr(error), anything_posted=ts is not None)
+            await self._finish(run_id, ts=sent[0] if sent else None, error=repr(error), anything_posted=bool(sent))
             return False
         await self._finish(run_id, ts=ts, error=None, anything_posted=True)
         return True
 
     async def _mark_skips_reported(self, week: Week, summary_ts: str) -> None:
+        """Earlier skipped weeks were said in this digest; this week, if it had been recorded as skipped (and an
+        admin posted it after all), is no longer missing."""
         async with self._db.session() as session:
-            for run in await tracking.unreported_skips(session, before_week=week.label):
+            earlier = await tracking.unreported_skips(session, before_week=week.label)
+            this = [
+                run for run in await tracking.digest_runs(session, week=week.label) if run.channel == SKIPPED_CHANNEL
+            ]
+            for run in [*earlier, *this]:
                 await tracking.finish_digest_run(session, run_id=run.id or 0, values={"message_ts": summary_ts})
 
     # ------------------------------------------------------------------ schedule
 
+    def due_week(self, now: datetime) -> Week:
+        """The week whose digest fell due most recently at `now` (the schedule may fall on any weekday, so
+        this is not always the week that just ended)."""
+        week = digest_week(now, self.tz)
+        while due_at(week, self.schedule) > now:
+            week = previous_week(week)
+        return week
+
     async def scheduled(self) -> PostReport:
-        """The cron job (on the leader): post the week that just ended."""
-        return await self.post(self.current_week(), by=self._holder)
+        """The cron job (on the leader): post the digest that falls due now."""
+        return await self.post(self.due_week(self.clock()), by=self._holder)
 
     async def catch_up(self) -> str | None:
-        """After a restart or a leader change: the digest that fell due while no one posted it is posted now if
-        it is within the grace period, else its week is recorded as skipped. None when there is nothing to do."""
+        """After a restart or a leader change: the digest that fell due while no one posted it (or the channels
+        it did not reach) is posted now when within the grace period; past it, a week never posted is recorded
+        as skipped. None when there is nothing to do."""
         now = self.clock()
-        week = self.current_week()
+        week = self.due_week(now)
         due = due_at(week, self.schedule)
-        if now < due:
+        coordination = self._program.coordination_channel
+        async with self._db.session() as session:
+            await tracking.release_stale_claims(session, week=week.label, before=now - STALE_CLAIM)
+            channels = {run.channel for run in await tracking.digest_runs(session, week=week.label)}
+        if SKIPPED_CHANNEL in channels:
             return None
-        async with self._db.session() as session:
-            runs = await tracking.digest_runs(session, week=week.label)
-        if any(run.channel in (self._program.coordination_channel, SKIPPED_CHANNEL) for run in runs):
-            return None  # posted, being posted, or already recorded as skipped
         if now - due <= self.grace:
+            expected = {coordination, *(org.channel for org in self._program.orgs)}
+            if expected <= channels:
+                return None  # every channel posted, being posted, or given up on
             report = await self.post(week, by=self._holder)
-            return f"posted the {week.label} digest {now - due} late: {report}"
+            return f"posted the {week.label} digest {now - due} after it was due: {report}" if report else None
+        if coordination in channels:
+            return None  # posted in time; a channel that missed it is not posted days late
         async with self._db.session() as session:
+            if not await tracking.posted_before(session, week=week.label):
+                return None  # a new installation: the weeks before it are not "missed"
             run = await tracking.claim_digest_run(
                 session, week=week.label, channel=SKIPPED_CHANNEL, by=self._holder, at=now
             )

@@ -55,9 +55,11 @@ def parse_week(label: str, tz: ZoneInfo) -> Week:
     year, number = int(match[1]), int(match[2])
     try:
         monday = date.fromisocalendar(year, number, 1)
+        return _week_from_monday(monday, tz)
     except ValueError:
         raise ValueError(f"{year} has no ISO week {number} (weeks run from W01 to W52 or W53)") from None
-    return _week_from_monday(monday, tz)
+    except OverflowError:  # year 1 or 9999: its week runs off the calendar once shifted to UTC
+        raise ValueError(f"{label.strip()} is too far from now to have a digest") from None
 
 
 def previous_week(week: Week) -> Week:

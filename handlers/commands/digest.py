@@ -46,7 +46,7 @@ async def digest_command_callback(
         logger.exception("/digest %r from %s failed", text[:200], user_id)
         answer, more = Answer(blocks.problem(INTERNAL_ERROR), Outcome.FAILED, detail="internal error"), []
     await services.poster.respond(command["response_url"], answer.reply)
-    for reply in more[: RESPONSES - 1]:  # a digest too long for one message: its continuation, in order
+    for reply in continuation(more):  # a digest too long for one message: its continuation, in order
         await services.poster.respond(command["response_url"], reply)
     services.audit.record(
         at=received,
@@ -58,6 +58,20 @@ async def digest_command_callback(
         org_id=answer.org_id,
         detail=answer.detail,
     )
+
+
+def continuation(more: list[blocks.Reply]) -> list[blocks.Reply]:
+    """What fits in the response URL's remaining replies; when it does not all fit, the last one says how many
+    parts were left out and where the whole digest is, instead of dropping them silently."""
+    if len(more) <= RESPONSES - 1:
+        return more
+    shown = more[: RESPONSES - 2]
+    left = len(more) - len(shown)
+    text = (
+        f"… and {left} more parts of this preview, too long for Slack to show here. Preview one org at a time "
+        "(`/digest preview ORG`); the posted digest (`/digest send`, admins) has every part."
+    )
+    return [*shown, blocks.Reply(text=text, blocks=[blocks.context(text)])]
 
 
 async def answer_digest_command(
@@ -144,6 +158,9 @@ async def _send(services: Services, *, force: bool, user_id: str) -> Answer:
         )
         return Answer(reply, Outcome.INVALID, detail=f"{week.label} already posted")
     reply = render.digest_sent(week=week.label, channels=len(report.posted), skipped=report.skipped_reported)
+    if report.already:
+        earlier = f"Already posted earlier, not again: {len(report.already)} channel(s). `--force` reposts everywhere."
+        reply = blocks.Reply(text=f"{reply.text} {earlier}", blocks=[*reply.blocks, blocks.context(earlier)])
     if report.failed:
         failed = ", ".join(f"<#{channel}>" for channel in report.failed)
         reply = blocks.Reply(

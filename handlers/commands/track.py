@@ -82,7 +82,7 @@ async def answer_track_command(
     if isinstance(parsed, TrackHelp):
         return Answer(_help(services, user_id))
     if isinstance(parsed, ResolveRecord):
-        return await _resolve(services, parsed, user_id=user_id)
+        return await _resolve(services, parsed, user_id=user_id, channel_id=channel_id)
     named = parsed.org if isinstance(parsed, AddRecord | SetRequirements | ShowTrack | TrackDoc) else None
     org_id = pick_org(services, named=named, user_id=user_id, channel_id=channel_id)
     if isinstance(parsed, TrackHome):
@@ -154,7 +154,7 @@ async def _home(services: Services, org_id: str | None) -> Answer:
     return Answer(reply, org_id=org.id)
 
 
-async def _resolve(services: Services, parsed: ResolveRecord, *, user_id: str) -> Answer:
+async def _resolve(services: Services, parsed: ResolveRecord, *, user_id: str, channel_id: str) -> Answer:
     record = await services.records.get(parsed.record_id)
     if record is None or not services.access.may(user_id=user_id, action=Action.VIEW, org_id=record.org_id):
         # Same words whether it does not exist or is another org's: refusals reveal nothing.
@@ -170,6 +170,7 @@ async def _resolve(services: Services, parsed: ResolveRecord, *, user_id: str) -
     org = services.program.org(record.org_id)
     name = org.name if org else record.org_id
     reply = render.record_resolved(current or record, org_name=name, tz=services.tz, already=not changed)
+    reply = _public_in(reply, org is not None and channel_id == org.channel)
     detail = f"#{record.id} resolved" if changed else f"#{record.id} already resolved"
     return Answer(reply, Outcome.DONE, record.org_id, detail)
 

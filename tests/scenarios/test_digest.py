@@ -176,13 +176,15 @@ async def test_a_restart_within_grace_posts_and_beyond_grace_skips_and_says_so(
     async with sandbox_factory(database_url=fresh) as world:  # another program: its bot was down for 13 hours
         await world.pitcrew.ready.wait()
         digest = world.pitcrew.services.digest
+        set_clock(world, DUE - timedelta(days=7))
+        await digest.scheduled()  # W46, on time: this installation was running before
         set_clock(world, DUE + timedelta(hours=13))
         said = await digest.catch_up()
         assert said is not None and "skipped" in said
-        assert summaries(world) == [] and top_level(world, KUMO) == []
+        assert not [s for s in summaries(world) if "2026-W47" in s.text] and len(top_level(world, KUMO)) == 1
         set_clock(world, DUE + timedelta(days=7))  # the next week's digest is on time and says what was missed
         await digest.scheduled()
-        (summary,) = summaries(world)
+        (summary,) = [s for s in summaries(world) if "2026-W48" in s.text]
         assert "2026-W48" in summary.text and "2026-W47" in body(summary)
         set_clock(world, DUE + timedelta(days=14))
         await digest.scheduled()
@@ -236,3 +238,42 @@ async def test_digest_preview_is_private_scoped_to_what_the_caller_may_see_and_h
     assert "2026-W47" in body(program) and "Stage datasets" in body(program), "every lesson in the summary"
     bad = await digest_command(sandbox, "preview --week 2027-W53")
     assert "Usage:" in body(bad) and "2027-W53" in body(bad)
+
+
+async def test_a_channel_slack_refused_is_posted_by_the_catch_up_and_nothing_twice(sandbox: Sandbox) -> None:
+    await seed_week(sandbox)
+    set_clock(sandbox, DUE)
+    sandbox.slack.fail_next("chat.postMessage", status=500)  # the program summary, the first post, is refused
+    first = await sandbox.pitcrew.services.digest.scheduled()
+    assert first.failed == (COORDINATION,) and KUMO in first.posted
+    assert summaries(sandbox) == []
+    set_clock(sandbox, DUE + timedelta(minutes=10))
+    said = await sandbox.pitcrew.services.digest.catch_up()
+    assert said is not None and "posted" in said
+    assert len(summaries(sandbox)) == 1 and len(top_level(sandbox, KUMO)) == 1, "each channel once"
+    assert await sandbox.pitcrew.services.digest.catch_up() is None
+
+
+async def test_a_claim_left_by_a_replica_that_died_is_taken_over_after_30_minutes(sandbox: Sandbox) -> None:
+    await seed_week(sandbox)
+    services = sandbox.pitcrew.services
+    async with services.db.session() as session:  # claimed at the due time, then the replica was killed
+        await tracking.claim_digest_run(session, week=WEEK.label, channel=COORDINATION, by="dead-replica", at=DUE)
+    set_clock(sandbox, DUE + timedelta(minutes=10))
+    await services.digest.catch_up()
+    assert summaries(sandbox) == [], "a claim 10 minutes old may still be posting"
+    set_clock(sandbox, DUE + timedelta(minutes=45))
+    await services.digest.catch_up()
+    assert len(summaries(sandbox)) == 1
+
+
+async def test_the_week_posted_is_the_one_whose_digest_fell_due(sandbox: Sandbox) -> None:
+    digest = sandbox.pitcrew.services.digest
+    digest.schedule = "sun 23:30"  # due on the Sunday after the week ends, at 23:30 JST
+    sunday = datetime(2026, 11, 29, 23, 30, tzinfo=TOKYO)  # the Sunday ending 2026-W48: W47's digest is due
+    assert digest.due_week(sunday).label == "2026-W47"
+    assert digest.due_week(sunday + timedelta(minutes=40)).label == "2026-W47", "40 min late: still W47, not W48"
+    assert digest.due_week(sunday - timedelta(minutes=1)).label == "2026-W46"
+    digest.schedule = "fri 17:00"
+    assert digest.due_week(datetime(2026, 11, 27, 17, 0, tzinfo=TOKYO)).label == "2026-W47"
+    assert digest.due_week(datetime(2026, 11, 30, 10, 0, tzinfo=TOKYO)).label == "2026-W47", "Monday after: W47"

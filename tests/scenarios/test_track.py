@@ -4,12 +4,15 @@ to do it right, the "Add a record" modal, the living document, and the usage led
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from sqlmodel import select
 
+from bot.clusters.model import Backend, Cluster, Health, Node
 from bot.config import ProgramConfig
+from bot.digest.ledger import UsageLedger
 from bot.sandbox.world import Sandbox
 from storage import tracking
 from storage.models import AuditEntry, ClusterState, QuotaNotice, TrackRecord
@@ -202,3 +205,42 @@ async def test_the_sweep_records_usage_and_posts_a_quota_notice_once(tight_quota
     posted = [m for m in tight_quota.slack.channel_messages(KUMO) if "quota" in m.text.lower()]
     assert len(posted) == 1, "one notice, at the highest level crossed"
     assert "p5.48xlarge" in posted[0].text
+
+
+async def test_an_admin_resolving_from_another_channel_does_not_show_the_incident_there(sandbox: Sandbox) -> None:
+    await track(sandbox, ALICE, "incident Kumo's private trouble")
+    (incident,) = await records(sandbox)
+    reply = await track(sandbox, ADMIN, f"resolve {incident.id}", channel=COORDINATION)
+    assert "resolved" in body(reply) and reply.ephemeral_to == ADMIN, "one org's incident is not posted to all orgs"
+
+
+def p5_cluster(count: int) -> Cluster:
+    nodes = tuple(
+        Node(
+            node_id=f"i-{n:017x}",
+            group="workers",
+            instance_type="ml.p5.48xlarge",
+            status="Running",
+            health=Health.HEALTHY,
+        )
+        for n in range(count)
+    )
+    return Cluster(org="kumo-labs", name="kumo-p5-train", backend=Backend.HYPERPOD, status="InService", nodes=nodes)
+
+
+async def test_quota_notices_come_once_per_crossing_and_not_at_every_one_node_dip(tight_quota: Sandbox) -> None:
+    """Quota 10: at 10 the org is told once; dips to 9 (replacements) and back say nothing more; only after
+    dropping below 9 (90%) may 100% be announced again, and below 7 (70%) the 80% notice."""
+    services = tight_quota.pitcrew.services
+    ledger = services.monitor._ledger
+    assert isinstance(ledger, UsageLedger)
+    told = [await ledger.observe("kumo-labs", [p5_cluster(n)]) for n in (10, 9, 10, 9, 10, 8, 10, 6, 8)]
+    assert told == [1, 0, 0, 0, 0, 0, 1, 0, 1]
+    async with services.db.session() as session:
+        changes = await tracking.state_changes(
+            session,
+            org_ids=["kumo-labs"],
+            since=datetime(2020, 1, 1, tzinfo=UTC),
+            until=datetime(2100, 1, 1, tzinfo=UTC),
+        )
+    assert [c.count for c in changes if c.cluster_name == "kumo-p5-train"] == [10, 9, 10, 9, 10, 8, 10, 6, 8]
