@@ -130,3 +130,9 @@ def test_weeks_between() -> None:
     assert [w.label for w in weeks_between(first, last)] == ["2026-W52", "2026-W53", "2027-W01", "2027-W02"]
     assert [w.label for w in weeks_between(first, first)] == ["2026-W52"]
     assert weeks_between(last, first) == []
+
+
+@pytest.mark.parametrize("label", ["0001-W01", "9999-W52"])
+def test_a_week_at_the_ends_of_the_calendar_is_a_clear_error_not_an_overflow(label: str) -> None:
+    with pytest.raises(ValueError, match="too far"):
+        parse_week(label, ZoneInfo("Asia/Tokyo"))
