@@ -16,6 +16,7 @@ from bot.clusters.fleet import Fleet
 from bot.clusters.model import Cluster
 from bot.clusters.templates import TemplateSet
 from bot.config import ProgramConfig, Settings
+from bot.digest.ledger import cluster_seen_rows
 from bot.digest.records import RecordBook
 from bot.digest.weekly import WeeklyDigest
 from bot.monitor.jobs import ThroughputMonitor
@@ -25,7 +26,7 @@ from bot.operations import Operations
 from bot.slack.poster import Poster
 from storage import crud
 from storage.db import Database
-from storage.models import AuditEntry, ClusterSeen, Org, utcnow
+from storage.models import AuditEntry, Org, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -89,19 +90,7 @@ class Services:
     async def remember(self, clusters: Sequence[Cluster]) -> None:
         """Store clusters as last seen; a failure here is logged, never shown to the caller."""
         now = self.clock()
-        rows = [
-            ClusterSeen(
-                org_id=c.org,
-                backend=c.backend.value,
-                name=c.name,
-                status=c.status,
-                nodes_total=len(c.nodes),
-                nodes_healthy=c.healthy,
-                instances=dict(c.instances_by_type()),
-                last_seen_at=now,
-            )
-            for c in clusters
-        ]
+        rows = cluster_seen_rows(clusters, at=now)
         try:
             async with self.db.session() as session:
                 await crud.record_clusters_seen(session, rows=rows)

@@ -73,6 +73,18 @@ async def record_clusters_seen(session: AsyncSession, *, rows: Sequence[ClusterS
     await session.commit()
 
 
+async def forget_clusters_gone(session: AsyncSession, *, org_id: str, seen: Iterable[tuple[str, str]]) -> int:
+    """Drop an org's clusters that a complete listing no longer has ((backend, name) pairs that stay)."""
+    keep = set(seen)
+    rows = (await session.exec(select(ClusterSeen).where(ClusterSeen.org_id == org_id))).all()
+    gone = [row for row in rows if (row.backend, row.name) not in keep]
+    for row in gone:
+        await session.delete(row)
+    if gone:
+        await session.commit()
+    return len(gone)
+
+
 async def clusters_seen(session: AsyncSession, *, org_id: str | None = None) -> Sequence[ClusterSeen]:
     query = select(ClusterSeen).order_by(col(ClusterSeen.org_id), col(ClusterSeen.name))
     if org_id:

@@ -1,9 +1,9 @@
 """The usage ledger: what each org's clusters hold, stored as steps, and a one-time notice in the org's
 channel when it holds 80% and 100% of its quota of a type.
 
-Fed by the node sweep (on the leader) with each org's complete listing; a row is written only when a count
-changes, so a sweep that sees the same clusters writes nothing. Instance-hours are the integral of those
-steps (bot.digest.compute.instance_hours)."""
+Fed by the node sweep (on the leader) with each org's complete listing, which also keeps the clusters table
+(the clusters as last seen) current. A state row is written only when a count changes, so a sweep that sees
+the same clusters writes nothing; instance-hours are the integral of those steps (compute.instance_hours)."""
 
 from __future__ import annotations
 
@@ -17,15 +17,31 @@ from bot.config import ProgramConfig, normalize_instance_type
 from bot.digest import render
 from bot.digest.compute import quota_levels
 from bot.slack.poster import Poster
-from storage import tracking
+from storage import crud, tracking
 from storage.db import Database
-from storage.models import QuotaNotice, utcnow
+from storage.models import ClusterSeen, QuotaNotice, utcnow
 
 log = logging.getLogger(__name__)
 LEVELS = (80, 100)
 # A level's notice may come again only once the holding drops this far below it: an org running at its quota
 # dips by a node at every replacement, and must not be told "100%" again each time.
 REARM_BELOW = {80: 0.7, 100: 0.9}
+
+
+def cluster_seen_rows(clusters: Sequence[Cluster], *, at: datetime) -> list[ClusterSeen]:
+    return [
+        ClusterSeen(
+            org_id=c.org,
+            backend=c.backend.value,
+            name=c.name,
+            status=c.status,
+            nodes_total=len(c.nodes),
+            nodes_healthy=c.healthy,
+            instances=dict(c.instances_by_type()),
+            last_seen_at=at,
+        )
+        for c in clusters
+    ]
 
 
 class UsageLedger:
@@ -46,6 +62,9 @@ class UsageLedger:
                 held[(cluster.backend.value, cluster.name, normalize_instance_type(instance_type))] += count
         async with self._db.session() as session:
             await tracking.record_cluster_states(session, org_id=org_id, held=held, at=now)
+            # The clusters as last seen, for the living document's "clusters now" (deleted ones leave it).
+            await crud.record_clusters_seen(session, rows=cluster_seen_rows(clusters, at=now))
+            await crud.forget_clusters_gone(session, org_id=org_id, seen={(c.backend.value, c.name) for c in clusters})
         by_type: Counter[str] = Counter()
         for (_, _, instance_type), count in held.items():
             by_type[instance_type] += count

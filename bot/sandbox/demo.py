@@ -9,6 +9,7 @@ import time
 import webbrowser
 
 from bot.config import MonitorConfig, ProgramConfig, StallConfig, load_program
+from bot.sandbox.history import seed_sandbox_history
 from bot.sandbox.moto_support import set_hyperpod_progress, start_moto_server
 from bot.sandbox.seed import seed_program
 from bot.sandbox.training import TrainingSimulator, sandbox_jobs
@@ -42,6 +43,11 @@ def welcome(sandbox: Sandbox) -> blocks.Reply:
         "• *Hang a job* / *Slow a job* (under Sandbox): a simulated training job stops or slows; within about "
         "a minute the throughput alert with its chart appears; *Recover jobs* closes it. "
         "`/cluster throughput kumo-p5-train` shows the rates and a chart",
+        f"• as *{sandbox.slack.users[operator]}* in #{first.id}: `/track show`, `/track doc {first.id}` and "
+        f"`/digest preview {first.id}`: three weeks of records, usage and failures are already stored",
+        f"• as *{sandbox.slack.users[admin]}*: `/digest preview` (every org), then `/digest send` to post the last "
+        "week's digest to the coordination and org channels",
+        "• `/track` with no text opens the *Add a record* button (a note, milestone, incident or lesson)",
         "• as *guest (no org)*: any command, to see a refusal",
         "• `/cluster help` shows what the chosen user may run.",
     ]
@@ -68,6 +74,11 @@ async def _serve(host: str, port: int, open_browser: bool) -> None:
         host=host, port=port, monitor=True, program_transform=_quick_sandbox, settings_overrides=quick
     ) as sandbox:
         await sandbox.pitcrew.ready.wait()
+        try:  # three weeks of records, usage and episodes for /digest and /track to show
+            services = sandbox.pitcrew.services
+            log.info("%s", await seed_sandbox_history(services, now=services.clock()))
+        except Exception:
+            log.exception("could not seed the sandbox's history; /digest and /track start empty")
         simulator = TrainingSimulator(api_url=sandbox.bot_url, jobs=sandbox_jobs())
         await simulator.prepare(sandbox.pitcrew.services.db)
         sandbox.controls.simulator = simulator

@@ -244,3 +244,9 @@ async def test_quota_notices_come_once_per_crossing_and_not_at_every_one_node_di
             until=datetime(2100, 1, 1, tzinfo=UTC),
         )
     assert [c.count for c in changes if c.cluster_name == "kumo-p5-train"] == [10, 9, 10, 9, 10, 8, 10, 6, 8]
+
+
+async def test_the_living_document_shows_the_clusters_the_last_sweep_saw(sandbox: Sandbox) -> None:
+    await sandbox.pitcrew.services.monitor.sweep()
+    doc = await track(sandbox, ALICE, "doc")
+    assert "kumo-p5-train" in body(doc) and "p5.48xlarge" in body(doc)
