@@ -163,7 +163,7 @@ async def gather(
             ]
         if for_document:
             requirements = list(await tracking.requirements(session, org_ids=ids))
-            clusters = list(await crud.clusters_seen(session))
+            clusters = list(await crud.clusters_seen(session, org_id=ids[0] if len(ids) == 1 else None))
 
     grouped: dict[int, dict[str, list[_OfOrg]]] = {}
 

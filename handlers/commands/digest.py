@@ -106,8 +106,10 @@ async def _preview(
     if org_id is None and not (access.is_admin(user_id) and services.program.org_by_channel(channel_id) is None):
         org_id = access.default_org(user_id=user_id, channel_id=channel_id)
         if org_id is None:
-            message = "Which org? Name one: `/digest preview ORG`."
-            return Answer(blocks.problem(message), Outcome.INVALID, detail="no org"), []
+            usage = UsageError(
+                "Which org? You can see several and this is not an org's channel.", DIGEST_USAGE["preview"]
+            )
+            return Answer(blocks.usage_error(usage), Outcome.INVALID, detail="no org"), []
     if org_id is None:  # an admin outside the org channels: the program-wide summary
         digest = await services.digest.build(week)
         replies = render.digest_summary(digest)

@@ -88,7 +88,8 @@ async def answer_track_command(
     if isinstance(parsed, TrackHome):
         return await _home(services, org_id)
     if org_id is None:
-        return Answer(blocks.problem(WHICH_ORG), Outcome.INVALID, detail="no org")
+        usage = UsageError(WHICH_ORG, TRACK_USAGE[_subcommand(parsed)])
+        return Answer(blocks.usage_error(usage), Outcome.INVALID, detail="no org")
     needs = Action.VIEW if isinstance(parsed, ShowTrack | TrackDoc) else Action.OPERATE
     refused = refuse(services, user_id=user_id, action=needs, org_id=org_id)
     if refused:
@@ -133,6 +134,12 @@ async def answer_track_command(
         return Answer(reply, org_id=org_id)
     doc = await records.document(org_id)
     return Answer(render.tracking_doc_reply(doc, tz=tz), org_id=org_id)
+
+
+def _subcommand(parsed: AddRecord | SetRequirements | ShowTrack | TrackDoc) -> str:
+    if isinstance(parsed, AddRecord):
+        return parsed.kind.value
+    return "require" if isinstance(parsed, SetRequirements) else "show" if isinstance(parsed, ShowTrack) else "doc"
 
 
 def _public_in(reply: blocks.Reply, org_channel: bool) -> blocks.Reply:

@@ -250,3 +250,9 @@ async def test_the_living_document_shows_the_clusters_the_last_sweep_saw(sandbox
     await sandbox.pitcrew.services.monitor.sweep()
     doc = await track(sandbox, ALICE, "doc")
     assert "kumo-p5-train" in body(doc) and "p5.48xlarge" in body(doc)
+
+
+async def test_an_admin_outside_org_channels_is_asked_which_org(sandbox: Sandbox) -> None:
+    reply = await track(sandbox, ADMIN, "note a note for whom?", channel=COORDINATION)
+    assert "Which org?" in body(reply) and "Usage:" in body(reply) and "--org ORG" in body(reply)
+    assert await records(sandbox) == []
