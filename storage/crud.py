@@ -24,6 +24,7 @@ from storage.models import (
     OperationStatus,
     Org,
     Silence,
+    ThroughputHourly,
     ThroughputRollup,
     ThroughputSample,
 )
@@ -422,9 +423,40 @@ def _rollup_rows(samples: Sequence[ThroughputSample]) -> list[dict[str, Any]]:
     return list(rows.values())
 
 
+def hourly_rows(minutes: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Minute rollup rows folded per (org, cluster, job, hour): count and sum, one row per key."""
+    rows: dict[tuple[str, str, str, datetime], dict[str, Any]] = {}
+    for minute in minutes:
+        key = (
+            minute["org_id"],
+            minute["cluster"],
+            minute["job"],
+            minute["minute"].replace(minute=0, second=0, microsecond=0),
+        )
+        row = rows.setdefault(
+            key, {"org_id": key[0], "cluster": key[1], "job": key[2], "hour": key[3], "count": 0, "total": 0.0}
+        )
+        row["count"] += minute["count"]
+        row["total"] += minute["total"]
+    return list(rows.values())
+
+
+async def upsert_hourly(session: AsyncSession, *, rows: Sequence[dict[str, Any]]) -> None:
+    """Add counts and sums into the hourly rollups (no commit: part of the caller's transaction)."""
+    table = ThroughputHourly.__table__.c  # type: ignore[attr-defined]
+    for start in range(0, len(rows), _CHUNK):
+        statement = _dialect_insert(session)(ThroughputHourly).values(list(rows[start : start + _CHUNK]))
+        new = statement.excluded
+        statement = statement.on_conflict_do_update(
+            index_elements=["org_id", "cluster", "job", "hour"],
+            set_={"count": table["count"] + new["count"], "total": table["total"] + new["total"]},
+        )
+        await session.exec(statement)
+
+
 async def add_samples(session: AsyncSession, *, samples: Sequence[ThroughputSample]) -> int:
-    """Store raw samples and fold them into their one-minute rollups, in one transaction: all or nothing.
-    Returns how many samples were stored."""
+    """Store raw samples and fold them into their one-minute and one-hour rollups, in one transaction: all or
+    nothing. Returns how many samples were stored."""
     if not samples:
         return 0
     stored = [sample.model_dump(exclude={"id"}) for sample in samples]
@@ -445,6 +477,7 @@ async def add_samples(session: AsyncSession, *, samples: Sequence[ThroughputSamp
                 },
             )
             await session.exec(statement)
+        await upsert_hourly(session, rows=hourly_rows(rollups))
         for start in range(0, len(stored), _CHUNK):
             await session.exec(insert(ThroughputSample).values(stored[start : start + _CHUNK]))
         await session.commit()

@@ -24,12 +24,14 @@ from sqlalchemy import insert
 from sqlmodel import SQLModel
 
 from bot.config import normalize_instance_type
+from storage.crud import hourly_rows
 from storage.db import Database
 from storage.models import (
     ClusterState,
     Episode,
     Operation,
     OrgRequirement,
+    ThroughputHourly,
     ThroughputRollup,
     TrackRecord,
 )
@@ -89,6 +91,7 @@ class History:
             (Episode, self.episodes),
             (Operation, self.operations),
             (ThroughputRollup, self.rollups),
+            (ThroughputHourly, hourly_rows(self.rollups)),  # as ingest keeps them beside the minutes
         ]
 
     def summary(self) -> str:

@@ -11,8 +11,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import text
 from sqlmodel import func, select
+from sqlmodel.ext.asyncio.session import AsyncSession
 
-from storage import tracking
+from storage import crud, tracking
 from storage.db import Database
 from storage.models import (
     ClusterState,
@@ -486,6 +487,13 @@ async def test_operations_finished_are_done_or_failed_in_the_window(db: Database
     ]
 
 
+async def store_rollups(session: AsyncSession, rows: list[ThroughputRollup]) -> None:
+    """Minute rollups and their hours, as ingest (crud.add_samples) keeps both."""
+    session.add_all(rows)
+    await crud.upsert_hourly(session, rows=crud.hourly_rows([row.model_dump() for row in rows]))
+    await session.commit()
+
+
 async def test_hourly_job_means_weight_minutes_by_their_counts(db: Database) -> None:
     def at(hour: int, minute: int) -> datetime:
         return T0.replace(hour=hour, minute=minute)
@@ -509,8 +517,7 @@ async def test_hourly_job_means_weight_minutes_by_their_counts(db: Database) -> 
         rollup("run-3", at(10, 0), 0, 0.0),
     ]
     async with db.session() as session:
-        session.add_all(rows)
-        await session.commit()
+        await store_rollups(session, rows)
     async with db.session() as session:
         means = await tracking.hourly_job_means(session, org_ids=[ORG], since=at(9, 0), until=at(12, 0))
     assert sorted(means) == [
@@ -531,8 +538,7 @@ async def test_hourly_job_means_group_by_cluster_and_across_days(db: Database) -
         rollup("run-1", T0.replace(hour=9) + timedelta(days=1), 1, 500.0),  # the same hour, the next day
     ]
     async with db.session() as session:
-        session.add_all(rows)
-        await session.commit()
+        await store_rollups(session, rows)
     async with db.session() as session:
         means = await tracking.hourly_job_means(session, org_ids=[ORG], since=T0, until=T1)
     assert sorted(means) == [
@@ -547,8 +553,9 @@ async def test_hourly_job_means_group_by_utc_hour_whatever_the_postgres_time_zon
         pytest.skip("SQLite has no session time zone: it groups the stored UTC text")
     hour = T0.replace(hour=9)
     async with db.session() as session:
-        session.add_all([rollup("run-1", hour, 1, 100.0), rollup("run-1", hour.replace(minute=45), 1, 300.0)])
-        await session.commit()
+        await store_rollups(
+            session, [rollup("run-1", hour, 1, 100.0), rollup("run-1", hour.replace(minute=45), 1, 300.0)]
+        )
     async with db.session() as session:
         await session.exec(text("SET TIME ZONE 'Asia/Kolkata'"))  # a server or role configured so
         means = await tracking.hourly_job_means(session, org_ids=[ORG], since=hour, until=hour.replace(hour=10))
