@@ -628,7 +628,9 @@ async def seed_sandbox_history(services: Services, *, now: datetime, weeks: int 
                     rates={j.job: j.rate for j in mine},
                 )
             )
-        plans.append(OrgPlan(org_id=org.id, members=tuple(org.members), clusters=tuple(clusters)))
+        # Only those who may write records and confirm changes: operators (viewers read), else the admins.
+        writers = tuple(user for user, role in org.members.items() if role == "operator")
+        plans.append(OrgPlan(org_id=org.id, members=writers or tuple(program.admins), clusters=tuple(clusters)))
     history = generate_history(orgs=plans, since=now - weeks * WEEK, until=now, rollup_minutes=5)
     history.rollups = [r for r in history.rollups if r["minute"] < now - HISTORY]
     await store_history(services.db, history)
