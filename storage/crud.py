@@ -448,7 +448,7 @@ async def upsert_hourly(session: AsyncSession, *, rows: Sequence[dict[str, Any]]
         statement = _dialect_insert(session)(ThroughputHourly).values(list(rows[start : start + _CHUNK]))
         new = statement.excluded
         statement = statement.on_conflict_do_update(
-            index_elements=["org_id", "cluster", "job", "hour"],
+            index_elements=["hour", "org_id", "cluster", "job"],
             set_={"count": table["count"] + new["count"], "total": table["total"] + new["total"]},
         )
         await session.exec(statement)

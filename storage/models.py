@@ -301,15 +301,17 @@ class ThroughputRollup(SQLModel, table=True):
 
 class ThroughputHourly(SQLModel, table=True):
     """One hour of one job's throughput (count and sum), upserted with the minute rollups at ingest. The
-    weekly digest reads these: a week is 168 rows per job instead of 10,080 minutes to group."""
+    weekly digest reads these: a week is 168 rows per job instead of 10,080 minutes to group.
+
+    The hour leads the primary key: the digest asks for one window across every org, which is then one range
+    of the key (led by the org, SQLite walked every hour of every org's year to find one week)."""
 
     __tablename__ = "throughput_hourly"
-    __table_args__ = (Index("ix_throughput_hourly_hour", "hour"),)
 
+    hour: datetime = Field(sa_column=Column(UtcDateTime(), primary_key=True))  # ts floored to the hour (UTC)
     org_id: str = Field(primary_key=True, max_length=40)
     cluster: str = Field(primary_key=True, max_length=63)
     job: str = Field(primary_key=True, max_length=128)
-    hour: datetime = Field(sa_column=Column(UtcDateTime(), primary_key=True))  # ts floored to the hour (UTC)
     count: int = 0
     total: float = 0.0
 

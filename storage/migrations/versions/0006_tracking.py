@@ -88,16 +88,14 @@ def upgrade() -> None:
         batch_op.create_index('ix_track_records_org_created', ['org_id', 'created_at'], unique=False)
 
     op.create_table('throughput_hourly',
+    sa.Column('hour', sa.DateTime(timezone=True), nullable=False),
     sa.Column('org_id', sqlmodel.sql.sqltypes.AutoString(length=40), nullable=False),
     sa.Column('cluster', sqlmodel.sql.sqltypes.AutoString(length=63), nullable=False),
     sa.Column('job', sqlmodel.sql.sqltypes.AutoString(length=128), nullable=False),
-    sa.Column('hour', sa.DateTime(timezone=True), nullable=False),
     sa.Column('count', sa.Integer(), nullable=False),
     sa.Column('total', sa.Float(), nullable=False),
-    sa.PrimaryKeyConstraint('org_id', 'cluster', 'job', 'hour')
+    sa.PrimaryKeyConstraint('hour', 'org_id', 'cluster', 'job')
     )
-    with op.batch_alter_table('throughput_hourly', schema=None) as batch_op:
-        batch_op.create_index('ix_throughput_hourly_hour', ['hour'], unique=False)
     # ### end Alembic commands ###
     # The hours of the minute rollups stored before this table existed. SQLite keeps datetimes as UTC text
     # 'YYYY-MM-DD HH:MM:SS.ffffff'; Postgres truncates in UTC whatever the session's time zone.
