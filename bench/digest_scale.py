@@ -4,7 +4,8 @@ The digest reads one week of every org (records, incidents, failures, stalls, cl
 ledger's steps) plus each training job's median throughput this week and the week before. Pitcrew's build is
 `gather_week` (a handful of queries for all orgs at once; job medians come from the hourly throughput rollups
 that ingest keeps beside the minute ones, filled here from the loaded minutes by migration 0006's statement)
-+ `compute.build_digest` + rendering (`render.digest_summary` and `render.org_digest` for every org). Its cost should grow with one week of events, not with the weeks stored.
++ `compute.build_digest` + rendering (`render.digest_summary` and `render.org_digest` for every org). Its
+cost should grow with one week of events, not with the weeks stored.
 
 The peer, measured on the same database in the same run, is a naive build: the same gather without the
 throughput query, then for each (org, cluster, job) every raw rollup row of both weeks through
