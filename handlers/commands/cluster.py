@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
 from datetime import timedelta
 from logging import Logger
 from typing import Any
@@ -37,43 +36,19 @@ from bot.commands import (
 )
 from bot.services import Services
 from bot.slack import blocks
-from bot.slack.blocks import Reply
+from handlers.commands.reply import Answer, answer_command
 from storage.models import Outcome
-
-INTERNAL_ERROR = "Pitcrew hit an internal error answering that. It is logged; try again or tell a program admin."
-
-
-@dataclass(frozen=True)
-class Answer:
-    reply: Reply
-    outcome: Outcome = Outcome.ALLOWED
-    org_id: str | None = None
-    detail: str = ""
 
 
 async def cluster_command_callback(
     ack: AsyncAck, command: dict[str, Any], context: dict[str, Any], logger: Logger
 ) -> None:
-    await ack()  # empty ack: the one reply goes through the response URL
-    services: Services = context["services"]
-    received = services.clock()
-    user_id, channel_id, text = command["user_id"], command["channel_id"], command.get("text") or ""
-    try:
-        answer = await answer_cluster_command(services, user_id=user_id, channel_id=channel_id, text=text)
-    except Exception:
-        logger.exception("/cluster %r from %s failed", text[:200], user_id)
-        answer = Answer(blocks.problem(INTERNAL_ERROR), Outcome.FAILED, detail="internal error")
-    await services.poster.respond(command["response_url"], answer.reply)
-    services.audit.record(
-        at=received,
-        user_id=user_id,
-        channel_id=channel_id,
-        command="/cluster",
-        text=text,
-        outcome=answer.outcome,
-        org_id=answer.org_id,
-        detail=answer.detail,
-    )
+    async def answer(
+        services: Services, user_id: str, channel_id: str, text: str, _: dict[str, Any]
+    ) -> tuple[Answer, tuple[()]]:
+        return await answer_cluster_command(services, user_id=user_id, channel_id=channel_id, text=text), ()
+
+    await answer_command(ack, command, context, logger, answer=answer)
 
 
 async def answer_cluster_command(services: Services, *, user_id: str, channel_id: str, text: str) -> Answer:

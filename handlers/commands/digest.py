@@ -25,7 +25,7 @@ from bot.digest.weekly import org_chart, program_chart
 from bot.digest.weeks import parse_week
 from bot.services import Services
 from bot.slack import blocks
-from handlers.commands.cluster import INTERNAL_ERROR, Answer
+from handlers.commands.reply import Answer, answer_command
 from handlers.commands.track import refuse
 from storage.models import Outcome
 
@@ -36,28 +36,13 @@ RESPONSES = 5  # Slack accepts up to five replies through one response URL
 async def digest_command_callback(
     ack: AsyncAck, command: dict[str, Any], context: dict[str, Any], logger: Logger
 ) -> None:
-    await ack()
-    services: Services = context["services"]
-    received = services.clock()
-    user_id, channel_id, text = command["user_id"], command["channel_id"], command.get("text") or ""
-    try:
-        answer, more = await answer_digest_command(services, user_id=user_id, channel_id=channel_id, text=text)
-    except Exception:
-        logger.exception("/digest %r from %s failed", text[:200], user_id)
-        answer, more = Answer(blocks.problem(INTERNAL_ERROR), Outcome.FAILED, detail="internal error"), []
-    await services.poster.respond(command["response_url"], answer.reply)
-    for reply in continuation(more):  # a digest too long for one message: its continuation, in order
-        await services.poster.respond(command["response_url"], reply)
-    services.audit.record(
-        at=received,
-        user_id=user_id,
-        channel_id=channel_id,
-        command="/digest",
-        text=text,
-        outcome=answer.outcome,
-        org_id=answer.org_id,
-        detail=answer.detail,
-    )
+    async def answer(
+        services: Services, user_id: str, channel_id: str, text: str, _: dict[str, Any]
+    ) -> tuple[Answer, list[blocks.Reply]]:
+        found, more = await answer_digest_command(services, user_id=user_id, channel_id=channel_id, text=text)
+        return found, continuation(more)
+
+    await answer_command(ack, command, context, logger, answer=answer)
 
 
 def continuation(more: list[blocks.Reply]) -> list[blocks.Reply]:

@@ -25,7 +25,7 @@ from bot.digest.commands import (
 )
 from bot.services import Services
 from bot.slack import blocks
-from handlers.commands.cluster import INTERNAL_ERROR, Answer
+from handlers.commands.reply import Answer, answer_command
 from storage.models import Outcome
 
 WHICH_ORG = "Which org? This channel is not an org's channel and you can see several: add `--org ORG`."
@@ -34,28 +34,16 @@ WHICH_ORG = "Which org? This channel is not an org's channel and you can see sev
 async def track_command_callback(
     ack: AsyncAck, command: dict[str, Any], context: dict[str, Any], logger: Logger
 ) -> None:
-    await ack()  # empty ack: the one reply goes through the response URL
-    services: Services = context["services"]
-    received = services.clock()
-    user_id, channel_id, text = command["user_id"], command["channel_id"], command.get("text") or ""
-    try:
-        answer = await answer_track_command(
-            services, user_id=user_id, channel_id=channel_id, text=text, request_key=command.get("trigger_id")
+    async def answer(
+        services: Services, user_id: str, channel_id: str, text: str, payload: dict[str, Any]
+    ) -> tuple[Answer, tuple[()]]:
+        request_key = payload.get("trigger_id")  # unique per command: a retried request records once
+        found = await answer_track_command(
+            services, user_id=user_id, channel_id=channel_id, text=text, request_key=request_key
         )
-    except Exception:
-        logger.exception("/track %r from %s failed", text[:200], user_id)
-        answer = Answer(blocks.problem(INTERNAL_ERROR), Outcome.FAILED, detail="internal error")
-    await services.poster.respond(command["response_url"], answer.reply)
-    services.audit.record(
-        at=received,
-        user_id=user_id,
-        channel_id=channel_id,
-        command="/track",
-        text=text,
-        outcome=answer.outcome,
-        org_id=answer.org_id,
-        detail=answer.detail,
-    )
+        return found, ()
+
+    await answer_command(ack, command, context, logger, answer=answer)
 
 
 def pick_org(services: Services, *, named: str | None, user_id: str, channel_id: str) -> str | None:

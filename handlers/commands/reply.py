@@ -1,0 +1,60 @@
+"""What every slash command does around its answer: ack empty, answer through the response URL, audit.
+
+One command gets one reply (a digest preview too long for one message adds its continuation), and an
+unexpected error becomes one plain message, never a stack trace in Slack."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from logging import Logger
+from typing import Any
+
+from slack_bolt.context.ack.async_ack import AsyncAck
+
+from bot.services import Services
+from bot.slack import blocks
+from bot.slack.blocks import Reply
+from storage.models import Outcome
+
+INTERNAL_ERROR = "Pitcrew hit an internal error answering that. It is logged; try again or tell a program admin."
+
+
+@dataclass(frozen=True)
+class Answer:
+    reply: Reply
+    outcome: Outcome = Outcome.ALLOWED
+    org_id: str | None = None
+    detail: str = ""
+
+
+# (services, user_id, channel_id, text, the command payload) -> the answer and any continuation messages
+Answerer = Callable[[Services, str, str, str, dict[str, Any]], Awaitable[tuple[Answer, Sequence[Reply]]]]
+
+
+async def answer_command(
+    ack: AsyncAck, command: dict[str, Any], context: dict[str, Any], logger: Logger, *, answer: Answerer
+) -> None:
+    await ack()  # empty ack: the one reply goes through the response URL
+    services: Services = context["services"]
+    received = services.clock()
+    user_id, channel_id, text = command["user_id"], command["channel_id"], command.get("text") or ""
+    name = command.get("command") or "/?"
+    try:
+        result, more = await answer(services, user_id, channel_id, text, command)
+    except Exception:
+        logger.exception("%s %r from %s failed", name, text[:200], user_id)
+        result, more = Answer(blocks.problem(INTERNAL_ERROR), Outcome.FAILED, detail="internal error"), ()
+    await services.poster.respond(command["response_url"], result.reply)
+    for reply in more:
+        await services.poster.respond(command["response_url"], reply)
+    services.audit.record(
+        at=received,
+        user_id=user_id,
+        channel_id=channel_id,
+        command=name[:32],
+        text=text,
+        outcome=result.outcome,
+        org_id=result.org_id,
+        detail=result.detail,
+    )
