@@ -548,7 +548,7 @@ async def test_hourly_job_means_group_by_cluster_and_across_days(db: Database) -
     ]
 
 
-async def test_hourly_job_means_group_by_utc_hour_whatever_the_postgres_time_zone(db: Database) -> None:
+async def test_hourly_job_means_are_utc_hours_whatever_the_session_time_zone(db: Database) -> None:
     if db.engine.dialect.name != "postgresql":
         pytest.skip("SQLite has no session time zone: it groups the stored UTC text")
     hour = T0.replace(hour=9)
