@@ -98,11 +98,18 @@ async def _create_token(database_url: str, org_id: str, created_by: str) -> str:
         await db.dispose()
 
 
+def _known_org(settings: Settings, program: ProgramConfig, org_id: str) -> bool:
+    """Whether the program file lists the org; if not, says which orgs it does list."""
+    if program.org(org_id) is not None:
+        return True
+    known = ", ".join(org.id for org in program.orgs) or "none"
+    print(f"unknown org {org_id!r}: {settings.pitcrew_config} lists {known}", file=sys.stderr)
+    return False
+
+
 def token_create(settings: Settings, org_id: str, created_by: str | None) -> int:
     program = _program(settings)
-    if program.org(org_id) is None:
-        known = ", ".join(org.id for org in program.orgs) or "none"
-        print(f"unknown org {org_id!r}: {settings.pitcrew_config} lists {known}", file=sys.stderr)
+    if not _known_org(settings, program, org_id):
         return 1
     if created_by is None:
         try:
@@ -200,9 +207,7 @@ async def _document_markdown(database_url: str, program: ProgramConfig, org_id: 
 def track_export(settings: Settings, org_id: str, output: Path | None) -> int:
     """Write an org's living tracking document as Markdown, for people outside Slack."""
     program = _program(settings)
-    if program.org(org_id) is None:
-        known = ", ".join(org.id for org in program.orgs) or "none"
-        print(f"unknown org {org_id!r}: {settings.pitcrew_config} lists {known}", file=sys.stderr)
+    if not _known_org(settings, program, org_id):
         return 1
     text = asyncio.run(_document_markdown(settings.database_url, program, org_id))
     if output is None:

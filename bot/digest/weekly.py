@@ -99,7 +99,6 @@ class WeeklyDigest:
         self.grace = grace
         self.tz = ZoneInfo(program.timezone)
         self.schedule = program.digest.schedule
-        self._charts: dict[str, bytes] = {}  # org id -> PNG, for the posting under way
 
     # ------------------------------------------------------------------ building
 
@@ -125,7 +124,7 @@ class WeeklyDigest:
     async def post(self, week: Week, *, by: str, force: bool = False) -> PostReport:
         """Post the week's digest to every channel not posted yet (force: to every channel again)."""
         digest = await self.build(week)
-        self._charts = {}
+        charts: dict[str, bytes] = {}  # org id -> PNG: each org's chart is rendered once per posting
         posted: list[str] = []
         already: list[str] = []
         failed: list[str] = []
@@ -135,7 +134,7 @@ class WeeklyDigest:
         if run_id is None:
             already.append(coordination)
         else:
-            summary_ts = await self._post_coordination(digest, run_id)
+            summary_ts = await self._post_coordination(digest, run_id, charts)
             (posted if summary_ts else failed).append(coordination)
         for section in digest.orgs:
             if section.channel == coordination:
@@ -144,7 +143,7 @@ class WeeklyDigest:
             if run_id is None:
                 already.append(section.channel)
                 continue
-            ok = await self._post_org_channel(section, digest.week, run_id)
+            ok = await self._post_org_channel(section, digest.week, run_id, charts)
             (posted if ok else failed).append(section.channel)
         reported: tuple[str, ...] = ()
         if summary_ts:
@@ -194,13 +193,13 @@ class WeeklyDigest:
     async def _upload(self, channel: str, content: bytes, name: str, title: str, thread_ts: str | None) -> None:
         await self._poster.upload(channel=channel, filename=name, content=content, title=title, thread_ts=thread_ts)
 
-    async def _org_chart(self, section: OrgSection, week: Week) -> bytes:
+    async def _org_chart(self, section: OrgSection, week: Week, charts: dict[str, bytes]) -> bytes:
         """Rendered once per posting (off the event loop), for the coordination thread and the org channel."""
-        if section.org_id not in self._charts:
-            self._charts[section.org_id] = await asyncio.to_thread(org_chart, section, week)
-        return self._charts[section.org_id]
+        if section.org_id not in charts:
+            charts[section.org_id] = await asyncio.to_thread(org_chart, section, week)
+        return charts[section.org_id]
 
-    async def _post_coordination(self, digest: ProgramDigest, run_id: int) -> str | None:
+    async def _post_coordination(self, digest: ProgramDigest, run_id: int, charts: dict[str, bytes]) -> str | None:
         channel = self._program.coordination_channel
         sent: list[str] = []
         try:
@@ -210,7 +209,7 @@ class WeeklyDigest:
             for section in digest.orgs:
                 org_replies = render.org_digest(section, week=digest.week, program_name=digest.program_name)
                 await self._post_all(channel, org_replies, ts, sent, run_id)
-                chart = await self._org_chart(section, digest.week)
+                chart = await self._org_chart(section, digest.week, charts)
                 await self._upload(channel, chart, f"{section.org_id}-{digest.week.label}.png", section.name, ts)
         except Exception as error:
             log.exception("digest %s to the coordination channel failed", digest.week.label)
@@ -219,12 +218,12 @@ class WeeklyDigest:
         await self._finish(run_id, ts=ts, error=None, anything_posted=True)
         return ts
 
-    async def _post_org_channel(self, section: OrgSection, week: Week, run_id: int) -> bool:
+    async def _post_org_channel(self, section: OrgSection, week: Week, run_id: int, charts: dict[str, bytes]) -> bool:
         sent: list[str] = []
         try:
             replies = render.org_digest(section, week=week, program_name=self._program.name)
             ts = await self._post_all(section.channel, replies, None, sent, run_id)
-            chart = await self._org_chart(section, week)
+            chart = await self._org_chart(section, week, charts)
             await self._upload(section.channel, chart, f"{section.org_id}-{week.label}.png", section.name, ts)
         except Exception as error:
             log.exception("digest %s to %s failed", week.label, section.channel)
