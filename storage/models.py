@@ -257,7 +257,8 @@ class ThroughputSample(SQLModel, table=True):
 
     __tablename__ = "throughput_samples"
     __table_args__ = (
-        Index("ix_throughput_samples_key_ts", "org_id", "cluster", "job", "ts"),
+        # Unique: a retried ingest batch is stored once (INSERT ... ON CONFLICT DO NOTHING on this key).
+        Index("ix_throughput_samples_key_ts", "org_id", "cluster", "job", "ts", unique=True),
         Index("ix_throughput_samples_ts", "ts"),
     )
 
