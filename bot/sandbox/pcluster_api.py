@@ -8,7 +8,7 @@ configuration, compute fleet status). Every org's API lives under one server at
 `/pcluster/{account_id}/{region}`, so the sandbox sets an org's `parallelcluster_api` to e.g.
 `http://127.0.0.1:PORT/pcluster/111111111111/us-east-1`.
 
-Served (shapes from /work/shared/specs/parallelcluster-api-3.12.openapi.yaml):
+Served (shapes from specs/parallelcluster-api-3.12.openapi.yaml beside this module; see specs/README.md):
   GET    .../v3/clusters                            ListClusters (region, nextToken, clusterStatus)
   POST   .../v3/clusters                            CreateCluster (dryrun, suppressValidators, validationFailureLevel,
                                                     rollbackOnFailure, region): 202, 409 name in use, 412 dry run
@@ -87,8 +87,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 PCLUSTER_VERSION = "3.12.0"
-# shared/ lies beside the repository, on developers' machines and in CI alike.
-DEFAULT_SPEC_PATH = Path(__file__).resolve().parents[3] / "shared" / "specs" / "parallelcluster-api-3.12.openapi.yaml"
+# Package data (specs/README.md names its source), so every install and a bare clone has it.
+DEFAULT_SPEC_PATH = Path(__file__).resolve().parent / "specs" / "parallelcluster-api-3.12.openapi.yaml"
 PREFIX = "/pcluster/{account_id}/{region}"
 NAME_TAG = "parallelcluster:cluster-name"
 NODE_TYPE_TAG = "parallelcluster:node-type"
@@ -497,14 +497,19 @@ def _cached_checker(path: str, _mtime_ns: int) -> OpenApiChecker:
     return OpenApiChecker(spec)
 
 
-def load_spec_checker(path: Path | None = None) -> OpenApiChecker | None:
-    """The checker of the spec at `path` (default: DEFAULT_SPEC_PATH), or None with a warning when it is absent."""
+def load_spec_checker(path: Path | None = None) -> OpenApiChecker:
+    """The checker of the spec at `path` (default: DEFAULT_SPEC_PATH).
+
+    A missing spec is an error, raised at start: an emulator that checks nothing would pass off-spec calls.
+    """
     path = path or DEFAULT_SPEC_PATH
     try:
         mtime = path.stat().st_mtime_ns
-    except OSError:
-        logger.warning("ParallelCluster API spec not found at %s: the emulator will not check requests", path)
-        return None
+    except OSError as error:
+        raise FileNotFoundError(
+            f"ParallelCluster API spec not found at {path}: the emulator checks every request against it and "
+            "does not start without it (it ships in bot/sandbox/specs/; reinstall the package or pass spec_path)"
+        ) from error
     return _cached_checker(str(path.resolve()), mtime)
 
 
@@ -872,7 +877,7 @@ class ParallelClusterApi(Starlette):
     progress_seconds: how long a create, update, delete, or compute fleet stop/start takes.
     clock: the time those are measured with (tests may pass one they move by hand).
     spec_path: the OpenAPI spec to check requests and answers against (default DEFAULT_SPEC_PATH); when the
-        file is absent nothing is checked, with a warning.
+        file is absent the emulator does not start (FileNotFoundError).
     strict: also refuse query parameters and body properties the spec does not name.
     """
 
@@ -943,8 +948,8 @@ class ParallelClusterApi(Starlette):
 
     @property
     def checks_spec(self) -> bool:
-        """Whether requests and answers are checked (False when the spec file was absent)."""
-        return self._checker is not None
+        """Whether requests and answers are checked: always, since the emulator does not start without its spec."""
+        return bool(self._checker.operations)
 
     def store_config(self, account_id: str, region: str, cluster_name: str, config_yaml: str) -> None:
         """Serve this YAML as the cluster's configuration instead of deriving one from its instances."""
@@ -1073,7 +1078,7 @@ class ParallelClusterApi(Starlette):
                 parsed = json.loads(body)
             except ValueError:
                 raise self._off_spec(operation_id, "request body is not valid JSON") from None
-        if self._checker and operation_id in self._checker.operations:
+        if operation_id in self._checker.operations:
             path_params = (
                 {"clusterName": request.path_params["cluster_name"]} if "cluster_name" in request.path_params else {}
             )
@@ -1093,7 +1098,7 @@ class ParallelClusterApi(Starlette):
         return _bad_request(problem)
 
     def _checked(self, operation_id: str, response: Response) -> Response:
-        if not self._checker or operation_id not in self._checker.operations:
+        if operation_id not in self._checker.operations:
             return response
         problem = self._checker.check_response(operation_id, response.status_code, bytes(response.body))
         if problem is None:

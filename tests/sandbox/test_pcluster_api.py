@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -23,12 +22,12 @@ from jsonschema import Draft7Validator
 
 from bot.sandbox.asgi_server import serve_asgi
 from bot.sandbox.moto_support import reset_moto_server
-from bot.sandbox.pcluster_api import ParallelClusterApi, cluster_config_yaml, load_spec_checker
+from bot.sandbox.pcluster_api import DEFAULT_SPEC_PATH, ParallelClusterApi, cluster_config_yaml, load_spec_checker
 
 ACCOUNT_A, ACCOUNT_B = "111111111111", "222222222222"
 REGION = "us-east-1"
-# shared/ lies beside the repository, on developers' machines and in CI alike.
-SPEC = Path(__file__).resolve().parents[3] / "shared" / "specs" / "parallelcluster-api-3.12.openapi.yaml"
+# The copy in the repository (bot/sandbox/specs/README.md names its source), the one the emulator loads.
+SPEC = DEFAULT_SPEC_PATH
 
 
 @pytest.fixture(scope="module")
@@ -1118,17 +1117,15 @@ async def test_an_answer_off_the_spec_becomes_a_500(
     assert (violation.operation, violation.direction, violation.status) == ("ListClusters", "response", 200)
 
 
-async def test_without_the_spec_nothing_is_checked(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, creds_a: Credentials
-) -> None:
-    with caplog.at_level(logging.WARNING, logger="bot.sandbox.pcluster_api"):
-        api = ParallelClusterApi(spec_path=tmp_path / "absent.yaml")
-    assert not api.checks_spec
-    assert "spec not found" in caplog.text
-    transport = httpx.ASGITransport(app=api)
-    url = api.api_url("http://pcluster.sandbox", ACCOUNT_A, REGION) + "/v3/clusters"
-    body = {"clusterName": "c1", "clusterConfiguration": _config(), "unexpected": 1}
-    async with httpx.AsyncClient(transport=transport, base_url="http://pcluster.sandbox") as http:
-        response = await _send(http, "POST", url, creds_a, {"dryrun": "true"}, body)
-    assert response.status_code == 412
-    assert api.spec_violations == []
+def test_the_spec_ships_inside_the_repository() -> None:
+    # A clone alone (no folder beside it) has the spec: it lies in the package, as package data.
+    repository = Path(__file__).resolve().parents[2]
+    assert SPEC.is_relative_to(repository / "bot" / "sandbox" / "specs")
+    assert yaml.safe_load(SPEC.read_text())["info"]["version"] == "3.12.0"
+    assert "aws/aws-parallelcluster" in (SPEC.parent / "README.md").read_text()
+
+
+def test_without_the_spec_the_emulator_does_not_start(tmp_path: Path) -> None:
+    # Loudly, at start: an emulator that checked nothing would let the bot's off-spec calls pass.
+    with pytest.raises(FileNotFoundError, match=r"ParallelCluster API spec not found at .*absent\.yaml"):
+        ParallelClusterApi(spec_path=tmp_path / "absent.yaml")
