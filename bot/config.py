@@ -59,6 +59,8 @@ class Settings(BaseSettings):
     # Days raw throughput samples are kept (one-minute rollups are kept longer); also the oldest `ts` the
     # ingest API accepts.
     pitcrew_throughput_raw_days: int = Field(default=14, ge=1, le=3650)
+    # "json": one JSON object per log line, for log collectors (bot.logs.configure_logging).
+    pitcrew_log_format: Literal["text", "json"] = "text"
 
     @field_validator("slack_api_url")
     @classmethod

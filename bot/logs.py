@@ -1,0 +1,91 @@
+"""Logging for the whole process, set up in one place (called by the CLI): plain text by default, or with
+PITCREW_LOG_FORMAT=json one JSON object per line (ts, level, logger, message; exc_type and exc when there
+is an exception), for log collectors that parse lines.
+
+Either way a redaction filter masks Slack tokens, ingest tokens and the configured secrets in every record
+that reaches the handler, whichever library logged it and whatever the exception text holds.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sys
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import IO
+
+from bot.config import Settings
+
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+# Slack bot/user/app tokens (xoxb-, xoxp-, xoxa-, xoxr-, xoxs-, xapp-) and Pitcrew's ingest tokens (pct_...).
+TOKEN = re.compile(r"\b(xox[abposr]-|xapp-)[A-Za-z0-9-]+|\b(pct_)[A-Za-z0-9_-]{8,}")
+MIN_SECRET = 6  # a configured secret shorter than this is masked by pattern only (masking "abc" everywhere helps nobody)
+MASK = "***"
+NOISY = ("apscheduler", "httpx", "botocore", "alembic.runtime.plugins")  # INFO on every run, request or plugin
+
+
+def redact(text: str, secrets: Iterable[str] = ()) -> str:
+    """The text with tokens and the given secrets masked; a token keeps its prefix, to tell which it was."""
+    for secret in secrets:
+        if len(secret) >= MIN_SECRET:
+            text = text.replace(secret, MASK)
+    return TOKEN.sub(lambda m: (m[1] or m[2]) + MASK, text)
+
+
+class RedactSecrets(logging.Filter):
+    """Masks secrets in a record's message, exception and stack text (on a handler: every record it gets)."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        super().__init__()
+        self._secrets = tuple(s for s in secrets if s)
+        self._formatter = logging.Formatter()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = redact(record.getMessage(), self._secrets), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self._formatter.formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text, self._secrets)
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info, self._secrets)
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line; a traceback is one string field (`exc`), never lines of its own."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, object] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info and record.exc_info[0] is not None:
+            entry["exc_type"] = record.exc_info[0].__name__
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            entry["exc"] = record.exc_text
+        if record.stack_info:
+            entry["stack"] = record.stack_info
+        return json.dumps(entry, ensure_ascii=False, default=str)
+
+
+def configure_logging(settings: Settings, *, stream: IO[str] | None = None, level: int = logging.INFO) -> None:
+    """The root logger's one handler (replacing any earlier one), its format and its redaction."""
+    handler = logging.StreamHandler(stream or sys.stderr)
+    json_format = settings.pitcrew_log_format == "json"
+    handler.setFormatter(JsonFormatter() if json_format else logging.Formatter(TEXT_FORMAT))
+    handler.addFilter(
+        RedactSecrets((settings.slack_bot_token, settings.slack_signing_secret, settings.slack_app_token))
+    )
+    root = logging.getLogger()
+    for old in root.handlers[:]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
+    for noisy in NOISY:
+        logging.getLogger(noisy).setLevel(logging.WARNING)
