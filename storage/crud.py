@@ -454,37 +454,67 @@ async def upsert_hourly(session: AsyncSession, *, rows: Sequence[dict[str, Any]]
         await session.exec(statement)
 
 
-async def add_samples(session: AsyncSession, *, samples: Sequence[ThroughputSample]) -> int:
-    """Store raw samples and fold them into their one-minute and one-hour rollups, in one transaction: all or
-    nothing. Returns how many samples were stored."""
-    if not samples:
-        return 0
-    stored = [sample.model_dump(exclude={"id"}) for sample in samples]
-    rollups = _rollup_rows(samples)
-    table = ThroughputRollup.__table__.c  # type: ignore[attr-defined]
+def _sample_key(org_id: str, cluster: str, job: str, ts: datetime) -> tuple[str, str, str, datetime]:
+    return org_id, cluster, job, ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
+
+
+async def store_samples(session: AsyncSession, *, samples: Sequence[ThroughputSample]) -> list[ThroughputSample]:
+    """Store raw samples and fold the new ones into their one-minute and one-hour rollups, in one transaction:
+    all or nothing. A sample is unique by (org, cluster, job, ts): one already stored (a retried batch), or a
+    repeat within the batch, is skipped, first one wins, and adds nothing to the rollups. Returns the samples
+    that were stored now, in the order given.
+
+    INSERT ... ON CONFLICT DO NOTHING RETURNING tells which rows are new, so two retries of one batch at once
+    are safe too: on Postgres the second waits on the unique index for the first to commit, then skips."""
+    unique: dict[tuple[str, str, str, datetime], ThroughputSample] = {}
+    for sample in samples:
+        unique.setdefault(_sample_key(sample.org_id, sample.cluster, sample.job, sample.ts), sample)
+    if not unique:
+        return []
+    # Key order, in every transaction: two overlapping batches then wait on each other, never deadlock.
+    keys = sorted(unique)
+    stored: set[tuple[str, str, str, datetime]] = set()
+    table = ThroughputSample.__table__.c  # type: ignore[attr-defined]
     try:
+        for start in range(0, len(keys), _CHUNK):
+            values = [unique[key].model_dump(exclude={"id"}) for key in keys[start : start + _CHUNK]]
+            statement = (
+                _dialect_insert(session)(ThroughputSample)
+                .values(values)
+                .on_conflict_do_nothing(index_elements=["org_id", "cluster", "job", "ts"])
+                .returning(table["org_id"], table["cluster"], table["job"], table["ts"])
+            )
+            for org_id, cluster, job, ts in (await session.exec(statement)).all():
+                stored.add(_sample_key(org_id, cluster, job, ts))
+        new = [sample for key, sample in unique.items() if key in stored]
+        rollups = sorted(_rollup_rows(new), key=lambda row: (row["org_id"], row["cluster"], row["job"], row["minute"]))
+        rollup = ThroughputRollup.__table__.c  # type: ignore[attr-defined]
         for start in range(0, len(rollups), _CHUNK):
-            statement = _dialect_insert(session)(ThroughputRollup).values(rollups[start : start + _CHUNK])
-            new = statement.excluded
-            statement = statement.on_conflict_do_update(
+            upsert = _dialect_insert(session)(ThroughputRollup).values(rollups[start : start + _CHUNK])
+            excluded = upsert.excluded
+            upsert = upsert.on_conflict_do_update(
                 index_elements=["org_id", "cluster", "job", "minute"],
                 set_={
-                    "count": table["count"] + new["count"],
-                    "total": table["total"] + new["total"],
+                    "count": rollup["count"] + excluded["count"],
+                    "total": rollup["total"] + excluded["total"],
                     # CASE rather than LEAST/GREATEST (Postgres) or min()/max() of two (SQLite): both have it.
-                    "min": case((new["min"] < table["min"], new["min"]), else_=table["min"]),
-                    "max": case((new["max"] > table["max"], new["max"]), else_=table["max"]),
+                    "min": case((excluded["min"] < rollup["min"], excluded["min"]), else_=rollup["min"]),
+                    "max": case((excluded["max"] > rollup["max"], excluded["max"]), else_=rollup["max"]),
                 },
             )
-            await session.exec(statement)
-        await upsert_hourly(session, rows=hourly_rows(rollups))
-        for start in range(0, len(stored), _CHUNK):
-            await session.exec(insert(ThroughputSample).values(stored[start : start + _CHUNK]))
+            await session.exec(upsert)
+        hours = sorted(hourly_rows(rollups), key=lambda row: (row["hour"], row["org_id"], row["cluster"], row["job"]))
+        await upsert_hourly(session, rows=hours)
         await session.commit()
     except BaseException:
         await session.rollback()
         raise
-    return len(stored)
+    return new
+
+
+async def add_samples(session: AsyncSession, *, samples: Sequence[ThroughputSample]) -> int:
+    """`store_samples`, counted: how many of the samples were new (the others were stored before)."""
+    return len(await store_samples(session, samples=samples))
 
 
 async def samples(
