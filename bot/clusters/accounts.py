@@ -21,6 +21,8 @@ from botocore.credentials import Credentials
 
 from bot.config import OrgConfig
 
+CallObserver = Callable[..., None]  # (service=, operation=, error_code=None|str): bot.metrics.Metrics.aws_call
+
 REFRESH_BEFORE_EXPIRY = 300.0  # seconds; re-assume a role this long before its credentials expire
 SESSION_SECONDS = 3600
 
@@ -61,6 +63,30 @@ class AwsAccounts:
         self._client_lock = threading.Lock()  # boto3 sessions are not thread-safe when making clients
         self._sts: dict[str, Any] = {}
         self.assume_role_calls = 0  # read by tests
+        self._observer: CallObserver | None = None
+
+    def observe_calls(self, observer: CallObserver | None) -> None:
+        """Tell `observer` of every AWS call of every client made here (bot.metrics); replaces the last one."""
+        self._observer = observer
+
+    def _after_call(
+        self, *, event_name: str, http_response: Any = None, parsed: Any = None, exception: Any = None, **_: Any
+    ) -> None:
+        # botocore emits after-call.SERVICE.OPERATION once per call, after its retries; after-call-error when
+        # no answer came at all (a connection error, a timeout): then the exception's class is the code.
+        if self._observer is None:
+            return
+        service, operation = [*event_name.split(".", 2), "", ""][1:3]
+        error: str | None = type(exception).__name__ if exception is not None else None
+        if http_response is not None and getattr(http_response, "status_code", 200) >= 300:
+            answer = parsed.get("Error", {}) if isinstance(parsed, dict) else {}
+            error = str(answer.get("Code") or http_response.status_code)
+        self._observer(service=service, operation=operation, error_code=error)
+
+    def _watched(self, client: Any) -> Any:
+        for event in ("after-call", "after-call-error"):
+            client.meta.events.register(event, self._after_call, unique_id=f"pitcrew-{event}")
+        return client
 
     @property
     def base_session(self) -> boto3.Session:
@@ -101,11 +127,11 @@ class AwsAccounts:
         if service == "sqs":
             config = CLIENT_CONFIG.merge(Config(read_timeout=max(CLIENT_CONFIG.read_timeout, 20 + 10)))
         with self._client_lock:
-            return self._base.client(service, region_name=region, config=config)
+            return self._watched(self._base.client(service, region_name=region, config=config))
 
     def _make_client(self, service: str, region: str, credentials: dict[str, str]) -> Any:
         with self._client_lock:
-            return self._base.client(service, region_name=region, config=CLIENT_CONFIG, **credentials)
+            return self._watched(self._base.client(service, region_name=region, config=CLIENT_CONFIG, **credentials))
 
     def _session(self, org: OrgConfig) -> _OrgSession:
         with self._lock:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from bot.clusters.fleet import Fleet, describe_error
 from bot.clusters.model import Backend, Cluster
@@ -35,6 +36,9 @@ from bot.slack import alerts
 from bot.slack.blocks import Reply, when
 from storage import crud
 from storage.models import Episode, Silence
+
+if TYPE_CHECKING:
+    from bot.metrics import Metrics
 
 log = logging.getLogger(__name__)
 EVENTS_REMEMBERED = timedelta(days=1)  # far longer than SQS's redelivery and SageMaker's repeats
@@ -75,8 +79,11 @@ class UsageObserver(Protocol):
 
 
 class NodeMonitor:
-    def __init__(self, *, desk: AlertDesk, fleet: Fleet, ledger: UsageObserver | None = None) -> None:
+    def __init__(
+        self, *, desk: AlertDesk, fleet: Fleet, ledger: UsageObserver | None = None, metrics: Metrics | None = None
+    ) -> None:
         self._desk = desk
+        self._metrics = metrics  # sweep duration and nodes seen (GET /metrics)
         self._ledger = ledger
         self._db = desk.db
         self._fleet = fleet
@@ -89,6 +96,7 @@ class NodeMonitor:
 
     async def sweep(self) -> SweepReport:
         """Every org's clusters, fresh from AWS, against the stored episodes."""
+        started = time.monotonic()
         org_ids = [org.id for org in self._program.orgs]
         listings = await self._fleet.list_orgs(org_ids, fresh=True)
         opened = closed = clusters = 0
@@ -117,6 +125,10 @@ class NodeMonitor:
                     log.exception("usage ledger for %s not recorded", listing.org)
         async with self._db.session() as session:  # event ids are only needed while SQS may redeliver them
             await crud.forget_events_seen(session, before=self._clock() - EVENTS_REMEMBERED)
+        if self._metrics is not None:
+            self._metrics.swept(
+                seconds=time.monotonic() - started, clusters=[c for lo in listings for c in lo.clusters]
+            )
         return SweepReport(len(listings), clusters, tuple(skipped), opened, closed)
 
     async def _post_unposted(self, rows: Sequence[Episode]) -> None:

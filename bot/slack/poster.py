@@ -10,20 +10,26 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.blocks import Reply
 
+if TYPE_CHECKING:
+    from bot.metrics import Metrics
+
 log = logging.getLogger(__name__)
 POST_INTERVAL = 1.0  # seconds between posts to one channel (chat.postMessage's special tier)
 
 
 class Poster:
-    def __init__(self, *, client: AsyncWebClient, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, *, client: AsyncWebClient, clock: Callable[[], float] = time.monotonic, metrics: Metrics | None = None
+    ) -> None:
         self._client = client
+        self._metrics = metrics  # Web API calls are counted on the client; replies through response URLs here
         # Response URLs get one pooled, keep-alive aiohttp session (made in the running loop on first use).
         # Bolt's respond() opens a new session per call, and httpx's async client costs several times
         # more CPU per request here (measured with py-spy under bench/ack_latency.py): either would
@@ -51,13 +57,19 @@ class Poster:
             self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10, connect=5))
         try:
             async with self._http.post(response_url, json=payload) as answer:
+                self._count_reply(answer.status)
                 if answer.status != 200:
                     log.warning("response URL refused the reply: %s %s", answer.status, (await answer.text())[:200])
                     return False
         except (aiohttp.ClientError, TimeoutError) as error:
+            self._count_reply("error")
             log.warning("response URL unreachable: %r", error)
             return False
         return True
+
+    def _count_reply(self, status: int | str) -> None:
+        if self._metrics is not None:
+            self._metrics.slack_call(method="response_url", status=status)
 
     async def aclose(self) -> None:
         if self._http is not None:
