@@ -19,6 +19,7 @@ from bot.config import ProgramConfig, Settings
 from bot.digest.ledger import cluster_seen_rows
 from bot.digest.records import RecordBook
 from bot.digest.weekly import WeeklyDigest
+from bot.metrics import Metrics
 from bot.monitor.jobs import ThroughputMonitor
 from bot.monitor.nodes import NodeMonitor
 from bot.monitor.runner import MonitorRunner
@@ -48,6 +49,7 @@ class Services:
     records: RecordBook
     runner: MonitorRunner | None = None  # sweeps and the event queue, on the leader replica (if enabled)
     clock: Callable[[], datetime] = utcnow
+    metrics: Metrics = field(default_factory=Metrics)  # GET /metrics; build_services passes the one it wired
     _background: set[asyncio.Task[None]] = field(default_factory=set)
 
     def spawn(self, work: Coroutine[Any, Any, None]) -> None:

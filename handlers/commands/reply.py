@@ -58,3 +58,4 @@ async def answer_command(
         org_id=result.org_id,
         detail=result.detail,
     )
+    services.metrics.command(command=name, text=text, outcome=result.outcome.value)
