@@ -11,6 +11,8 @@ from sqlalchemy import JSON, BigInteger, Column, DateTime, Dialect, Index, Integ
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
 
+from storage.text import StorableText
+
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
@@ -36,6 +38,12 @@ class UtcDateTime(TypeDecorator[datetime]):
 
 def _utc_column(**kwargs: Any) -> Any:
     return Field(sa_column=Column(UtcDateTime(), **kwargs))
+
+
+def _text(max_length: int, **kwargs: Any) -> Any:
+    """A VARCHAR(max_length) of user, Slack or AWS text, stored through `storage.text.storable` (NUL and lone
+    surrogates replaced visibly): one such character must never make a row unstorable on Postgres."""
+    return Field(sa_type=StorableText(max_length), max_length=max_length, **kwargs)
 
 
 class Org(SQLModel, table=True):
@@ -85,13 +93,13 @@ class AuditEntry(SQLModel, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     at: datetime = _utc_column(nullable=False, index=True)
-    user_id: str = Field(max_length=24, index=True)
-    channel_id: str = Field(default="", max_length=24)
-    org_id: str | None = Field(default=None, max_length=40)
-    command: str = Field(max_length=32)
-    text: str = Field(max_length=1000)
-    outcome: str = Field(max_length=16)
-    detail: str = Field(default="", max_length=2000)
+    user_id: str = _text(24, index=True)
+    channel_id: str = _text(24, default="")
+    org_id: str | None = _text(40, default=None)
+    command: str = _text(32)
+    text: str = _text(1000)
+    outcome: str = _text(16)
+    detail: str = _text(2000, default="")
 
 
 class OperationStatus(StrEnum):
@@ -123,23 +131,23 @@ class Operation(SQLModel, table=True):
     )
 
     id: str = Field(primary_key=True, max_length=32)
-    kind: str = Field(max_length=16)  # bot.clusters.progress.Kind: launch, scale, reboot, replace, delete, stop_fleet
-    org_id: str = Field(max_length=40, index=True)
-    backend: str = Field(max_length=16)
-    cluster_name: str = Field(max_length=63)
-    template: str = Field(default="", max_length=80)
+    kind: str = _text(16)  # bot.clusters.progress.Kind: launch, scale, reboot, replace, delete, stop_fleet
+    org_id: str = _text(40, index=True)
+    backend: str = _text(16)
+    cluster_name: str = _text(63)
+    template: str = _text(80, default="")
     request: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
-    requested_by: str = Field(max_length=24)
+    requested_by: str = _text(24)
     requested_at: datetime = _utc_column(nullable=False)
-    channel_id: str = Field(max_length=24)
-    status: str = Field(max_length=16)
-    confirmed_by: str | None = Field(default=None, max_length=24)
+    channel_id: str = _text(24)
+    status: str = _text(16)
+    confirmed_by: str | None = _text(24, default=None)
     confirmed_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime()))
-    message_ts: str | None = Field(default=None, max_length=32)  # the progress message, edited in place
+    message_ts: str | None = _text(32, default=None)  # the progress message, edited in place
     # When AWS accepted the change. A running operation without it was interrupted before AWS answered: a
     # restarted bot reports it as unknown rather than judging an unchanged cluster "done".
     started_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime()))
-    detail: str = Field(default="", max_length=2000)
+    detail: str = _text(2000, default="")
     updated_at: datetime = _utc_column(nullable=False)
 
 
@@ -165,31 +173,31 @@ class Episode(SQLModel, table=True):
     )
 
     id: int | None = Field(default=None, primary_key=True)
-    org_id: str = Field(max_length=40)
-    backend: str = Field(max_length=16)
-    cluster_name: str = Field(max_length=63)
-    node_key: str = Field(max_length=128)  # the instance id that opened it, "cluster", or a training job's name
+    org_id: str = _text(40)
+    backend: str = _text(16)
+    cluster_name: str = _text(63)
+    node_key: str = _text(128)  # the instance id that opened it, "cluster", or a training job's name
     generation: int = 0  # 0 for the first episode of a key, +1 for each later one
-    kind: str = Field(max_length=16)  # EpisodeKind
-    state: str = Field(max_length=16)  # EpisodeState
+    kind: str = _text(16)  # EpisodeKind
+    state: str = _text(16)  # EpisodeState
     node_ids: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))  # last is current
-    group_name: str = Field(default="", max_length=63)
-    instance_type: str = Field(default="", max_length=32)
-    status: str = Field(default="", max_length=32)  # last status AWS gave
-    message: str = Field(default="", max_length=1000)
+    group_name: str = _text(63, default="")
+    instance_type: str = _text(32, default="")
+    status: str = _text(32, default="")  # last status AWS gave
+    message: str = _text(1000, default="")
     opened_at: datetime = _utc_column(nullable=False)
     # When the current failure began: opened_at, or the last reopening (node hours lost count from it).
     failing_since: datetime | None = Field(default=None, sa_column=Column(UtcDateTime()))
     updated_at: datetime = _utc_column(nullable=False)
     closed_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime()))
     reopened: int = 0
-    node_recovery: str = Field(default="", max_length=16)
+    node_recovery: str = _text(16, default="")
     silenced: bool = False
     storm_id: int | None = None  # id of the first episode of a grouped storm message
-    channel_id: str = Field(default="", max_length=24)
-    message_ts: str | None = Field(default=None, max_length=32)
-    coordination_ts: str | None = Field(default=None, max_length=32)
-    acked_by: str | None = Field(default=None, max_length=24)
+    channel_id: str = _text(24, default="")
+    message_ts: str | None = _text(32, default=None)
+    coordination_ts: str | None = _text(32, default=None)
+    acked_by: str | None = _text(24, default=None)
     acked_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime()))
     node_hours_lost: float = 0.0
 
@@ -201,13 +209,13 @@ class Silence(SQLModel, table=True):
     __table_args__ = (Index("ix_silences_org_backend_cluster", "org_id", "backend", "cluster_name"),)
 
     id: int | None = Field(default=None, primary_key=True)
-    org_id: str = Field(max_length=40)
-    backend: str = Field(max_length=16)
-    cluster_name: str = Field(max_length=63)
+    org_id: str = _text(40)
+    backend: str = _text(16)
+    cluster_name: str = _text(63)
     until: datetime = _utc_column(nullable=False)
-    set_by: str = Field(max_length=24)
-    channel_id: str = Field(default="", max_length=24)
-    thread_ts: str = Field(default="", max_length=32)  # the alert message the silence was set from
+    set_by: str = _text(24)
+    channel_id: str = _text(24, default="")
+    thread_ts: str = _text(32, default="")  # the alert message the silence was set from
     created_at: datetime = _utc_column(nullable=False)
 
 
@@ -242,7 +250,7 @@ class ApiToken(SQLModel, table=True):
     token_hash: str = Field(max_length=64)  # sha256 hex of the token
     prefix: str = Field(max_length=12)
     created_at: datetime = _utc_column(nullable=False)
-    created_by: str = Field(default="", max_length=64)
+    created_by: str = _text(64, default="")
     revoked_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime()))
 
 
@@ -331,15 +339,15 @@ class TrackRecord(SQLModel, table=True):
     )
 
     id: int | None = Field(default=None, primary_key=True)
-    org_id: str = Field(max_length=40)
-    kind: str = Field(max_length=16)  # bot.digest.facts.RecordKind
-    text: str = Field(max_length=2000)
-    created_by: str = Field(max_length=24)
+    org_id: str = _text(40)
+    kind: str = _text(16)  # bot.digest.facts.RecordKind
+    text: str = _text(2000)
+    created_by: str = _text(24)
     created_at: datetime = _utc_column(nullable=False)
-    channel_id: str = Field(default="", max_length=24)
-    request_key: str | None = Field(default=None, max_length=64)
+    channel_id: str = _text(24, default="")
+    request_key: str | None = _text(64, default=None)
     resolved_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime()))
-    resolved_by: str | None = Field(default=None, max_length=24)
+    resolved_by: str | None = _text(24, default=None)
 
 
 class OrgRequirement(SQLModel, table=True):
@@ -347,10 +355,10 @@ class OrgRequirement(SQLModel, table=True):
 
     __tablename__ = "org_requirements"
 
-    org_id: str = Field(primary_key=True, max_length=40)
-    key: str = Field(primary_key=True, max_length=40)
-    value: str = Field(max_length=200)
-    set_by: str = Field(max_length=24)
+    org_id: str = _text(40, primary_key=True)
+    key: str = _text(40, primary_key=True)
+    value: str = _text(200)
+    set_by: str = _text(24)
     set_at: datetime = _utc_column(nullable=False)
 
 
@@ -390,14 +398,14 @@ class DigestRun(SQLModel, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     week: str = Field(max_length=8, index=True)  # "2026-W48"
-    channel: str = Field(max_length=24)
+    channel: str = _text(24)
     attempt: int = 0
     status: str = Field(max_length=16)  # DigestRunStatus
-    claimed_by: str = Field(max_length=64)  # the replica, or the Slack user who sent it
+    claimed_by: str = _text(64)  # the replica, or the Slack user who sent it
     claimed_at: datetime = _utc_column(nullable=False)
     posted_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime()))
-    message_ts: str | None = Field(default=None, max_length=32)
-    detail: str = Field(default="", max_length=1000)
+    message_ts: str | None = _text(32, default=None)
+    detail: str = _text(1000, default="")
 
 
 class QuotaNotice(SQLModel, table=True):
