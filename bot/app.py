@@ -6,6 +6,7 @@ import asyncio
 import logging
 import re
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -13,13 +14,15 @@ from datetime import timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
-from slack_bolt.async_app import AsyncApp
+from slack_bolt.adapter.starlette.async_handler import to_starlette_response
+from slack_bolt.async_app import AsyncApp, AsyncBoltRequest
+from slack_bolt.context.async_context import AsyncBoltContext
+from slack_bolt.request.async_internals import build_async_context
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from bot.access import AccessPolicy
@@ -31,6 +34,7 @@ from bot.config import ProgramConfig, Settings
 from bot.digest.ledger import UsageLedger
 from bot.digest.records import RecordBook
 from bot.digest.weekly import WeeklyDigest
+from bot.inbound import Refused, read_slack_request
 from bot.ingest_api import ingest_routes
 from bot.monitor.cloudwatch import CloudWatchPull
 from bot.monitor.desk import AlertDesk
@@ -43,6 +47,7 @@ from bot.operations import Operations
 from bot.services import Services
 from bot.slack.poster import Poster
 from handlers import register_listeners
+from handlers.errors import on_error
 from storage.db import Database
 
 log = logging.getLogger(__name__)
@@ -161,12 +166,33 @@ def build_app(
 
     bolt.middleware(inject_services)
     register_listeners(bolt)
-    handler = AsyncSlackRequestHandler(bolt)
+    bolt.error(on_error)  # behind the listeners: whatever escapes one is answered below 500
 
     pitcrew: Pitcrew
 
     async def slack_events(request: Request) -> Response:
-        return await handler.handle(request)
+        """In front of Bolt: a request is checked and parsed here (bot.inbound) and dispatched only when it
+        is a signed Slack request of a shape Pitcrew reads; bad signatures get 401, bad shapes 400."""
+        raw = await request.body()
+        checked = read_slack_request(raw, request.headers, secret=settings.slack_signing_secret, now=time.time())
+        if isinstance(checked, Refused):
+            if checked.status == 400:
+                log.warning("refused a signed Slack request: %s", checked.reason)
+            return PlainTextResponse(checked.reason, status_code=checked.status)
+        try:
+            # Built from the body parsed above: Bolt's own parser takes a command whose text says "payload"
+            # for an interaction and drops it.
+            bolt_request = AsyncBoltRequest(body="", query=request.url.query, headers=dict(request.headers))
+            bolt_request.raw_body, bolt_request.body = checked.text, checked.body
+            bolt_request.context = build_async_context(AsyncBoltContext({}), checked.body)
+            response = to_starlette_response(await bolt.async_dispatch(bolt_request))
+        except Exception:  # the error handler covers listeners and middleware; this covers Bolt itself
+            log.exception("dispatching a Slack request failed")
+            return PlainTextResponse("Pitcrew could not handle this request", status_code=400)
+        if response.status_code >= 500:
+            log.warning("a Slack request ended in %d; answered 400", response.status_code)
+            return PlainTextResponse("Pitcrew could not handle this request", status_code=400)
+        return response
 
     async def healthz(_: Request) -> Response:
         if pitcrew.ready.is_set():

@@ -1,0 +1,80 @@
+"""Bolt's error handler (`app.error`): the last line behind every listener and middleware.
+
+Listeners catch what they expect; whatever escapes them ends here: it is logged, audited as failed, the
+person gets one plain message where Slack lets us reach them, and Slack gets a status below 500 (a 500 makes
+Slack show "failed with the error dispatch_failed" and retry)."""
+
+from __future__ import annotations
+
+from logging import Logger
+from typing import Any
+
+from slack_bolt.response import BoltResponse
+
+from bot.services import Services
+from bot.slack import blocks
+from storage.models import Outcome
+
+COULD_NOT = "Pitcrew could not handle that {what}; it is logged for the program admins. Try it again, or tell one."
+
+
+def _what(body: dict[str, Any]) -> tuple[str, str]:
+    """(what the person did, in words; the name the audit log records it under)."""
+    if isinstance(body.get("command"), str):
+        return "command", body["command"][:32]
+    kind = body.get("type")
+    if kind == "block_actions":
+        actions = body.get("actions")
+        first = actions[0] if isinstance(actions, list) and actions and isinstance(actions[0], dict) else {}
+        return "click", str(first.get("action_id") or "click")[:32]
+    if kind in ("view_submission", "view_closed"):
+        view = body["view"] if isinstance(body.get("view"), dict) else {}
+        return "form", str(view.get("callback_id") or "form")[:32]
+    return "request", str(kind or "request")[:32]
+
+
+def _user(body: dict[str, Any]) -> str:
+    user = body.get("user")
+    user_id = user.get("id") if isinstance(user, dict) else body.get("user_id")
+    return user_id[:24] if isinstance(user_id, str) else ""
+
+
+def _first_input(body: dict[str, Any]) -> str | None:
+    view = body["view"] if isinstance(body.get("view"), dict) else {}
+    for block in view.get("blocks") or []:
+        if isinstance(block, dict) and block.get("type") == "input" and isinstance(block.get("block_id"), str):
+            return str(block["block_id"])
+    return None
+
+
+async def on_error(
+    error: Exception,
+    body: dict[str, Any],
+    context: dict[str, Any],
+    logger: Logger,
+    response: BoltResponse | None = None,
+) -> BoltResponse | None:
+    what, name = _what(body)
+    logger.error("%s %s failed: %s", what, name, type(error).__name__, exc_info=error)
+    message = COULD_NOT.format(what=what)
+    services: Services | None = context.get("services")
+    if services is not None:
+        services.audit.record(
+            at=services.clock(),
+            user_id=_user(body),
+            channel_id=str(context.get("channel_id") or "")[:24],
+            command=name,
+            text=f"{what} {name}",
+            outcome=Outcome.FAILED,
+            detail=f"unhandled {type(error).__name__}",
+        )
+        url = body.get("response_url")
+        if isinstance(url, str) and url.startswith(("https://", "http://")):
+            await services.poster.respond(url, blocks.problem(message))
+    if response is None:  # already acknowledged: Slack's answer has gone
+        return None
+    block_id = _first_input(body) if body.get("type") == "view_submission" else None
+    if block_id is not None:  # keep the modal open with the message under its first field
+        return BoltResponse(status=200, body={"response_action": "errors", "errors": {block_id: message}})
+    # Acknowledged with the message where there is no response URL to carry it; else an empty ack.
+    return BoltResponse(status=200, body="" if isinstance(body.get("response_url"), str) else message)
