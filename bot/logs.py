@@ -21,17 +21,20 @@ from bot.config import Settings
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # Slack bot/user/app tokens (xoxb-, xoxp-, xoxa-, xoxr-, xoxs-, xapp-) and Pitcrew's ingest tokens (pct_...).
 TOKEN = re.compile(r"\b(xox[abposr]-|xapp-)[A-Za-z0-9-]+|\b(pct_)[A-Za-z0-9_-]{8,}")
-MIN_SECRET = 6  # a configured secret shorter than this is masked by pattern only (masking "abc" everywhere helps nobody)
+MIN_SECRET = (
+    6  # a configured secret shorter than this is masked by pattern only (masking "abc" everywhere helps nobody)
+)
 MASK = "***"
 NOISY = ("apscheduler", "httpx", "botocore", "alembic.runtime.plugins")  # INFO on every run, request or plugin
 
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
     """The text with tokens and the given secrets masked; a token keeps its prefix, to tell which it was."""
+    text = TOKEN.sub(lambda m: (m[1] or m[2]) + MASK, text)
     for secret in secrets:
         if len(secret) >= MIN_SECRET:
             text = text.replace(secret, MASK)
-    return TOKEN.sub(lambda m: (m[1] or m[2]) + MASK, text)
+    return text
 
 
 class RedactSecrets(logging.Filter):
@@ -74,18 +77,22 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False, default=str)
 
 
-def configure_logging(settings: Settings, *, stream: IO[str] | None = None, level: int = logging.INFO) -> None:
-    """The root logger's one handler (replacing any earlier one), its format and its redaction."""
+def log_handler(settings: Settings, stream: IO[str] | None = None) -> logging.Handler:
+    """A handler writing in the configured format, with the secrets of these settings masked."""
     handler = logging.StreamHandler(stream or sys.stderr)
-    json_format = settings.pitcrew_log_format == "json"
-    handler.setFormatter(JsonFormatter() if json_format else logging.Formatter(TEXT_FORMAT))
+    handler.setFormatter(JsonFormatter() if settings.pitcrew_log_format == "json" else logging.Formatter(TEXT_FORMAT))
     handler.addFilter(
         RedactSecrets((settings.slack_bot_token, settings.slack_signing_secret, settings.slack_app_token))
     )
+    return handler
+
+
+def configure_logging(settings: Settings, *, stream: IO[str] | None = None, level: int = logging.INFO) -> None:
+    """The root logger's one handler (replacing any earlier ones), its level, and quieter chatty libraries."""
     root = logging.getLogger()
     for old in root.handlers[:]:
         root.removeHandler(old)
-    root.addHandler(handler)
+    root.addHandler(log_handler(settings, stream))
     root.setLevel(level)
     for noisy in NOISY:
         logging.getLogger(noisy).setLevel(logging.WARNING)

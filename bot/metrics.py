@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter as Tally
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 OTHER = "other"
+Endpoint = Callable[[Request], Awaitable[Response]]
 # Slack acks must come within 3 s; the buckets resolve the range that matters around it.
 ACK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0)
 SWEEP_BUCKETS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
@@ -188,9 +189,14 @@ class Metrics:
             self.nodes_seen.labels(health=state).set(health.get(state, 0))
 
     async def read_migrations(self, db: Database) -> None:
-        async with db.session() as session:
-            version = (await session.execute(text("SELECT version_num FROM alembic_version"))).scalar()
-        self.migrations.info({"version": str(version or "none")})
+        """Once, after the upgrade at start; a failure here is logged and never stops the bot."""
+        try:
+            async with db.session() as session:
+                version = (await session.execute(text("SELECT version_num FROM alembic_version"))).scalar()
+        except Exception as error:
+            log.warning("metrics: could not read the migrations version: %s", type(error).__name__)
+            version = "unknown"
+        self.migrations.info({"version": _bounded(str(version or "none"))})
 
     async def count_open_episodes(self, db: Database) -> None:
         async with db.session() as session:
@@ -209,6 +215,15 @@ class Metrics:
         return generate_latest(self.registry)
 
     # ------------------------------------------------------------------ serving
+
+    def timed_ack(self, endpoint: Endpoint) -> Endpoint:
+        """The Slack events endpoint, timed from receiving the request to its HTTP answer (the ack)."""
+
+        async def timed(request: Request) -> Response:
+            with self.ack_seconds.time():
+                return await endpoint(request)
+
+        return timed
 
     def route(self, *, db: Database) -> Route:
         """GET /metrics. A database that cannot be read leaves the open episodes at their last values."""
