@@ -2,14 +2,23 @@
 
 One INSERT per batch instead of a session and commit per command keeps bookkeeping from competing with
 acking the next command (measured with bench/ack_latency.py). A batch waits at most FLUSH_SECONDS.
+
+One bad row must not stop the log: a batch that fails is written again row by row, and a row that fails on
+its own is counted (`write_failures`), logged once and dropped. Only when the database itself is
+unreachable are the rows kept for the next flush, in a queue bounded at MAX_QUEUE (the oldest go first,
+counted in `dropped`). Logs name the row and the error's class and first line, never the statement or its
+parameters (SQLAlchemy's message carries both: a failed 500-row INSERT once logged megabytes).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from datetime import datetime
 from typing import Any
+
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from storage import crud
 from storage.db import Database
@@ -18,14 +27,40 @@ from storage.models import Outcome
 log = logging.getLogger(__name__)
 FLUSH_SECONDS = 0.2
 MAX_BATCH = 500
+MAX_QUEUE = 10_000  # about a minute of a busy program's commands: enough for a database restart
+RETRY_MAX_SECONDS = 30.0
+
+
+def _unreachable(error: BaseException) -> bool:
+    """The database could not be reached or was busy (keep the rows), as opposed to refusing a row (drop it)."""
+    if isinstance(error, DBAPIError) and error.connection_invalidated:
+        return True
+    return isinstance(error, (OperationalError, InterfaceError, OSError, TimeoutError))
+
+
+def short_error(error: BaseException) -> str:
+    """The error's class and the first line of the driver's own message: no SQL, no parameters."""
+    origin = error.orig if isinstance(error, DBAPIError) and error.orig is not None else error
+    lines = str(origin).strip().splitlines()
+    first = lines[0][:200] if lines else ""
+    return f"{type(origin).__name__}: {first}" if first else type(origin).__name__
 
 
 class AuditLog:
-    def __init__(self, *, db: Database, flush_seconds: float = FLUSH_SECONDS) -> None:
+    def __init__(self, *, db: Database, flush_seconds: float = FLUSH_SECONDS, max_queue: int = MAX_QUEUE) -> None:
         self._db = db
         self._flush_seconds = flush_seconds
-        self._pending: list[dict[str, Any]] = []
+        self._max_queue = max_queue
+        self._pending: deque[dict[str, Any]] = deque()
         self._writer: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()  # one flush at a time: the timer, drain() and readers all flush
+        self.write_failures = 0  # rows the database refused, each dropped after one try on its own
+        self.dropped = 0  # rows pushed out of a full queue while the database was unreachable
+        self.written = 0
+
+    @property
+    def queue_depth(self) -> int:
+        return len(self._pending)
 
     def record(
         self,
@@ -39,13 +74,21 @@ class AuditLog:
         org_id: str | None = None,
         detail: str = "",
     ) -> None:
+        if len(self._pending) >= self._max_queue:
+            self._pending.popleft()
+            self.dropped += 1
+            if self.dropped == 1 or self.dropped % 1000 == 0:  # a line per thousand, not one per command
+                log.error(
+                    "audit queue full (%d entries): %d oldest entries dropped so far", self._max_queue, self.dropped
+                )
+        # Cut to the columns' sizes: a too-long value would fail the row on Postgres (SQLite ignores sizes).
         self._pending.append(
             {
                 "at": at,
-                "user_id": user_id,
-                "channel_id": channel_id,
-                "org_id": org_id,
-                "command": command,
+                "user_id": user_id[:24],
+                "channel_id": channel_id[:24],
+                "org_id": org_id[:40] if org_id is not None else None,
+                "command": command[:32],
                 "text": text[:1000],
                 "outcome": outcome.value,
                 "detail": detail[:2000],
@@ -55,19 +98,72 @@ class AuditLog:
             self._writer = asyncio.get_running_loop().create_task(self._write_soon())
 
     async def _write_soon(self) -> None:
-        await asyncio.sleep(self._flush_seconds)
-        await self.flush()
+        delay = self._flush_seconds
+        while True:
+            await asyncio.sleep(delay)
+            await self.flush()
+            if not self._pending:
+                return
+            delay = min(delay * 2, RETRY_MAX_SECONDS)  # the database is unreachable: try again, less often
+
+    async def _insert(self, rows: list[dict[str, Any]]) -> None:
+        async with self._db.session() as session:
+            await crud.add_audit_rows(session, rows=rows)
 
     async def flush(self) -> None:
-        while self._pending:
-            batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+        async with self._lock:
+            while self._pending:
+                batch = [self._pending.popleft() for _ in range(min(MAX_BATCH, len(self._pending)))]
+                try:
+                    await self._insert(batch)
+                except asyncio.CancelledError:  # close() during a write: the rows are flushed there
+                    self._pending.extendleft(reversed(batch))
+                    raise
+                except Exception as error:
+                    if _unreachable(error):
+                        self._keep(batch, error)
+                        return
+                    if not await self._one_by_one(batch):
+                        return
+                    continue
+                self.written += len(batch)
+
+    async def _one_by_one(self, batch: list[dict[str, Any]]) -> bool:
+        """Write each row of a refused batch alone; False when the database went away meanwhile."""
+        for index, row in enumerate(batch):
             try:
-                async with self._db.session() as session:
-                    await crud.add_audit_rows(session, rows=batch)
-            except Exception:
-                log.exception("could not write %d audit entries", len(batch))
-                self._pending[:0] = batch  # keep them for the next flush
-                return
+                await self._insert([row])
+            except asyncio.CancelledError:
+                self._pending.extendleft(reversed(batch[index:]))
+                raise
+            except Exception as error:
+                if _unreachable(error):
+                    self._keep(batch[index:], error)
+                    return False
+                self.write_failures += 1
+                log.error(
+                    "audit entry not written and dropped (%s): %s by %r in %r at %s, outcome %s",
+                    short_error(error),
+                    repr(row["command"])[:40],
+                    row["user_id"],
+                    row["org_id"],
+                    row["at"].isoformat() if isinstance(row["at"], datetime) else row["at"],
+                    row["outcome"],
+                )
+            else:
+                self.written += 1
+        return True
+
+    def _keep(self, rows: list[dict[str, Any]], error: BaseException) -> None:
+        """Put rows back at the head for the next flush; the queue's bound still holds."""
+        room = self._max_queue - len(self._pending)
+        if len(rows) > room:
+            self.dropped += len(rows) - room
+            rows = rows[len(rows) - room :] if room > 0 else []
+        self._pending.extendleft(reversed(rows))
+        log.warning(
+            "audit log: database unreachable, %d entries kept for later (%s)", len(self._pending), short_error(error)
+        )
 
     async def close(self) -> None:
         if self._writer is not None and not self._writer.done():
