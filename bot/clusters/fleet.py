@@ -41,6 +41,13 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+class UnknownOrg(KeyError):
+    """An org id that is not in the program file."""
+
+    def __str__(self) -> str:
+        return f"there is no org `{self.args[0]}` in this program"
+
+
 @dataclass(frozen=True)
 class OrgClusters:
     org: str
@@ -104,6 +111,8 @@ def describe_error(error: BaseException) -> str:
         return f"AWS error {code}: {message}"
     if isinstance(error, ClusterNotFound):
         return "that cluster does not exist (any more): `/cluster list` shows what exists"
+    if isinstance(error, UnknownOrg):
+        return f"{error}: `/cluster list all` shows the orgs"
     if isinstance(error, GroupNotFound):
         return f"{error} `/cluster status` shows its groups"
     if isinstance(error, TimeoutError | asyncio.TimeoutError):
@@ -177,8 +186,8 @@ class Fleet:
 
     def _org(self, org_id: str) -> OrgConfig:
         org = self._program.org(org_id)
-        if org is None:
-            raise KeyError(org_id)
+        if org is None:  # callers check names first (bot.names); this is the guard behind them
+            raise UnknownOrg(org_id)
         return org
 
     def _list_org(self, org: OrgConfig) -> OrgClusters:
@@ -209,10 +218,12 @@ class Fleet:
         pending = self._inflight.get(org_id)
         if pending is not None:
             return replace(await asyncio.shield(pending), cached=True)
+        org = self._program.org(org_id)
+        if org is None:  # before registering a pass: one that never ends would hang every later caller
+            return OrgClusters(org=org_id, errors=[describe_error(UnknownOrg(org_id))])
         future: asyncio.Future[OrgClusters] = asyncio.get_running_loop().create_future()
         self._inflight[org_id] = future
         asked = self._clock()
-        org = self._org(org_id)
         try:
             result = await self._in_thread(lambda: self._list_org(org))
         except asyncio.CancelledError:
@@ -382,8 +393,8 @@ class Fleet:
             listing = self._fresh(org_id)
             if listing is not None:  # a recent listing holds every cluster of the org, nodes included
                 return org_id, [cluster for cluster in listing.clusters if cluster.name == name]
-            org = self._org(org_id)
             try:
+                org = self._org(org_id)
                 return org_id, await self._in_thread(lambda: self._find_in_org(org, name))
             except Exception as error:
                 return org_id, error

@@ -34,9 +34,10 @@ from bot.commands import (
     UsageError,
     parse_cluster_command,
 )
+from bot.names import did_you_mean, listing, unknown_org
 from bot.services import Services
 from bot.slack import blocks
-from handlers.commands.reply import Answer, answer_command
+from handlers.commands.reply import Answer, answer_command, org_refusal
 from storage.models import Outcome
 
 
@@ -103,9 +104,9 @@ async def _list(services: Services, parsed: ListClusters, *, user_id: str, chann
     elif parsed.target == "all":
         org_ids = access.visible_orgs(user_id)  # narrowed for non-admins
     else:
-        decision = access.decide(user_id=user_id, action=Action.VIEW, org_id=parsed.target)
-        if not decision.allowed:
-            return Answer(blocks.refusal(decision.reason), Outcome.REFUSED, parsed.target, decision.reason)
+        refused = org_refusal(services, user_id=user_id, action=Action.VIEW, org_id=parsed.target)
+        if refused:
+            return refused
         org_ids = [parsed.target]
     results = await services.fleet.list_orgs(org_ids)
     # Recording what was seen (fresh from AWS, not from the cache) must not delay the reply.
@@ -121,14 +122,30 @@ async def _find_cluster(
     the outcome recorded for a name that matches none, or several)."""
     visible = services.access.visible_orgs(user_id)
     if ref.org is not None and ref.org not in visible:
-        # Refusals reveal nothing: the same answer as for a cluster that does not exist.
-        return Answer(blocks.not_found(str(ref), unreachable={}), Outcome.REFUSED, detail="org not visible")
-    lookup = await services.fleet.find(ref.name, [ref.org] if ref.org else visible)
+        # Refusals reveal nothing: the same answer whether the org exists or not.
+        reason = unknown_org(ref.org, visible, admin=services.access.is_admin(user_id))
+        return Answer(blocks.refusal(reason), Outcome.REFUSED, detail="org not visible")
+    org_ids = [ref.org] if ref.org else visible
+    lookup = await services.fleet.find(ref.name, org_ids)
     if not lookup.found:
-        return Answer(blocks.not_found(str(ref), unreachable=lookup.errors), missing, detail="not found")
+        return await _not_found(services, ref, org_ids, lookup.errors, missing)
     if len(lookup.found) > 1:
         return Answer(blocks.ambiguous(ref.name, lookup.found), missing, detail="ambiguous")
     return lookup.found[0]
+
+
+async def _not_found(
+    services: Services, ref: ClusterRef, org_ids: list[str], errors: dict[str, str], outcome: Outcome
+) -> Answer:
+    """No such cluster among those the user may see: say which they can see (from the short-lived listing
+    cache when it is warm), and "did you mean" among those only."""
+    reply = blocks.not_found(str(ref), unreachable=errors)
+    listings = await services.fleet.list_orgs(org_ids)
+    names = sorted({cluster.name for listed in listings for cluster in listed.clusters})
+    where = f" in `{ref.org}`" if ref.org else ""
+    line = f"Clusters you can see{where}: {listing(names)}.{did_you_mean(ref.name, names)}"
+    reply = blocks.Reply(text=f"{reply.text} {line}", blocks=[*reply.blocks, blocks.context(line)])
+    return Answer(reply, outcome, detail="not found")
 
 
 async def _one_cluster(services: Services, parsed: ClusterStatus | ClusterNodes, *, user_id: str) -> Answer:
@@ -149,10 +166,12 @@ async def _launch_plan(services: Services, parsed: LaunchCluster, *, user_id: st
     if org_id is None:
         error = UsageError("Say which org the cluster is for with `--org ORG`.", USAGE["launch"])
         return Answer(blocks.usage_error(error), Outcome.INVALID, detail=error.message)
-    decision = services.access.decide(user_id=user_id, action=Action.OPERATE, org_id=org_id)
+    refusal = org_refusal(services, user_id=user_id, action=Action.OPERATE, org_id=org_id)
+    if refusal:
+        return refusal
     org = services.program.org(org_id)
-    if not decision.allowed or org is None:
-        return Answer(blocks.refusal(decision.reason), Outcome.REFUSED, org_id, decision.reason)
+    if org is None:  # visible, so in the program: only a program file changed under us gets here
+        return Answer(blocks.refusal(NOT_A_MEMBER), Outcome.REFUSED, org_id, "org not in the program")
     template = services.templates.get(parsed.template)
     if template is None:
         known = ", ".join(f"`{t}`" for t in services.templates.ids)
@@ -386,7 +405,8 @@ async def _throughput(services: Services, parsed: ShowThroughput, *, user_id: st
     ref = parsed.cluster
     visible = services.access.visible_orgs(user_id)
     if ref.org is not None and ref.org not in visible:
-        return Answer(blocks.not_found(str(ref), unreachable={}), Outcome.REFUSED, detail="org not visible")
+        reason = unknown_org(ref.org, visible, admin=services.access.is_admin(user_id))
+        return Answer(blocks.refusal(reason), Outcome.REFUSED, detail="org not visible")
     org_ids = [ref.org] if ref.org else visible
     now = services.clock()
     summaries = await services.throughput.summary(org_ids, ref.name, hours=parsed.hours, now=now)

@@ -12,6 +12,8 @@ from typing import Any
 
 from slack_bolt.context.ack.async_ack import AsyncAck
 
+from bot.access import Action
+from bot.names import unknown_org
 from bot.services import Services
 from bot.slack import blocks
 from bot.slack.blocks import Reply
@@ -26,6 +28,25 @@ class Answer:
     outcome: Outcome = Outcome.ALLOWED
     org_id: str | None = None
     detail: str = ""
+
+
+def org_refusal(services: Services, *, user_id: str, action: Action, org_id: str) -> Answer | None:
+    """None when the user may `action` on `org_id`; else the answer saying why not.
+
+    An org the user cannot see gets the same words whether it exists or not (refusals reveal nothing), with
+    the orgs they can see and a "did you mean" among those; for an admin, who sees every org, it does not
+    exist. An org they see but whose role is too low gets the role refusal."""
+    access = services.access
+    visible = access.visible_orgs(user_id)
+    if org_id not in visible:
+        admin = access.is_admin(user_id)
+        reason = unknown_org(org_id, visible, admin=admin)
+        outcome = Outcome.INVALID if admin else Outcome.REFUSED
+        return Answer(blocks.refusal(reason), outcome, None, reason)
+    decision = access.decide(user_id=user_id, action=action, org_id=org_id)
+    if decision.allowed:
+        return None
+    return Answer(blocks.refusal(decision.reason), Outcome.REFUSED, org_id, decision.reason)
 
 
 # (services, user_id, channel_id, text, the command payload) -> the answer and any continuation messages

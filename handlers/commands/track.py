@@ -25,7 +25,7 @@ from bot.digest.commands import (
 )
 from bot.services import Services
 from bot.slack import blocks
-from handlers.commands.reply import Answer, answer_command
+from handlers.commands.reply import Answer, answer_command, org_refusal
 from storage.models import Outcome
 
 WHICH_ORG = "Which org? This channel is not an org's channel and you can see several: add `--org ORG`."
@@ -52,10 +52,7 @@ def pick_org(services: Services, *, named: str | None, user_id: str, channel_id:
 
 
 def refuse(services: Services, *, user_id: str, action: Action, org_id: str) -> Answer | None:
-    decision = services.access.decide(user_id=user_id, action=action, org_id=org_id)
-    if decision.allowed:
-        return None
-    return Answer(blocks.refusal(decision.reason), Outcome.REFUSED, org_id, decision.reason)
+    return org_refusal(services, user_id=user_id, action=action, org_id=org_id)
 
 
 async def answer_track_command(
