@@ -36,6 +36,7 @@ from bot.digest.records import RecordBook
 from bot.digest.weekly import WeeklyDigest
 from bot.inbound import Refused, read_slack_request
 from bot.ingest_api import ingest_routes
+from bot.metrics import Metrics
 from bot.monitor.cloudwatch import CloudWatchPull
 from bot.monitor.desk import AlertDesk
 from bot.monitor.events import EventQueue
@@ -84,6 +85,9 @@ def build_services(
 ) -> Services:
     db = Database(url=settings.database_url)
     accounts = accounts or AwsAccounts()
+    metrics = Metrics()  # this app's own registry, served at GET /metrics
+    accounts.observe_calls(metrics.aws_call)
+    metrics.count_slack_calls(client)
     access = AccessPolicy(program=program)
     fleet = Fleet(
         program=program,
@@ -92,15 +96,16 @@ def build_services(
         timeout=settings.pitcrew_org_timeout,
         cache_seconds=settings.pitcrew_cache_seconds,
     )
-    poster, audit = Poster(client=client), AuditLog(db=db)
+    poster, audit = Poster(client=client, metrics=metrics), AuditLog(db=db)
     desk = AlertDesk(db=db, poster=poster, program=program)
     holder = default_holder()
     ledger = UsageLedger(db=db, poster=poster, program=program)
     digest = WeeklyDigest(db=db, poster=poster, program=program, holder=holder)
-    monitor = NodeMonitor(desk=desk, fleet=fleet, ledger=ledger)
+    monitor = NodeMonitor(desk=desk, fleet=fleet, ledger=ledger, metrics=metrics)
     throughput = ThroughputMonitor(desk=desk, keep_raw=timedelta(days=settings.pitcrew_throughput_raw_days))
-    runner = None
+    runner, lease = None, None
     if settings.pitcrew_monitor:
+        lease = LeaderLease(db=db, name="monitor", holder=holder)
         queue_url = program.monitor.event_queue_url
         queue = (
             EventQueue(sqs=accounts.home_client("sqs", _queue_region(queue_url, program)), queue_url=queue_url)
@@ -111,13 +116,14 @@ def build_services(
             monitor=monitor,
             throughput=throughput,
             cloudwatch=CloudWatchPull(db=db, accounts=accounts, program=program),
-            lease=LeaderLease(db=db, name="monitor", holder=holder),
+            lease=lease,
             sweep_seconds=program.monitor.node_sweep_seconds,
             throughput_seconds=settings.pitcrew_throughput_check_seconds,
             tz=ZoneInfo(program.timezone),
             queue=queue,
             digest=digest,
         )
+    metrics.watch(audit=audit, lease=lease)
     return Services(
         settings=settings,
         program=program,
@@ -135,6 +141,7 @@ def build_services(
         digest=digest,
         records=RecordBook(db=db, program=program),
         runner=runner,
+        metrics=metrics,
     )
 
 
@@ -211,7 +218,8 @@ def build_app(
             await stop(services)
 
     routes: list[BaseRoute] = [
-        Route("/slack/events", slack_events, methods=["POST"]),
+        Route("/slack/events", services.metrics.timed_ack(slack_events), methods=["POST"]),
+        services.metrics.route(db=services.db),
         Route("/healthz", healthz, methods=["GET"]),
         *ingest_routes(
             db=services.db,
@@ -227,6 +235,7 @@ def build_app(
 async def start(services: Services) -> None:
     """Apply migrations and sync orgs from the program file; shared by serve, socket and demo."""
     await services.db.upgrade()
+    await services.metrics.read_migrations(services.db)
     await services.sync_orgs()
     services.spawn(services.fleet.warm())
     if services.runner is not None:
