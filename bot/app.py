@@ -41,6 +41,7 @@ from bot.monitor.cloudwatch import CloudWatchPull
 from bot.monitor.desk import AlertDesk
 from bot.monitor.events import EventQueue
 from bot.monitor.jobs import ThroughputMonitor
+from bot.monitor.known_clusters import KnownClusters
 from bot.monitor.lease import LeaderLease, default_holder
 from bot.monitor.nodes import NodeMonitor
 from bot.monitor.runner import MonitorRunner
@@ -225,6 +226,7 @@ def build_app(
             db=services.db,
             clock=services.clock,
             max_age=timedelta(days=settings.pitcrew_throughput_raw_days),
+            clusters=KnownClusters(db=services.db, fleet=services.fleet),
         ),
         *(extra_routes or []),
     ]

@@ -1,6 +1,8 @@
 """The throughput ingest endpoint: `POST /api/v1/throughput`, authenticated with a per-org bearer token.
 
-Answers: 202 {"accepted": n}; 400/403 {"error": ..., "errors": [{"index"?, "reason"}]} with nothing stored;
+Answers: 202 {"accepted": n, "duplicates": m} (n stored now; m already stored, or repeated in the batch: a
+retried batch is stored once); 400/403 {"error": ..., "errors": [{"index"?, "reason"}]} with nothing stored,
+naming every bad sample whatever is wrong with it (403 only when all that is wrong is samples of another org);
 401 {"error": ...} without a valid token; 413 for a body over MAX_BODY_BYTES; 500 {"error": "internal
 error; logged"} for anything unexpected (never a stack trace).
 """
@@ -16,7 +18,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from bot.monitor.ingest import MAX_BATCH, IngestRefused, parse_samples
+from bot.monitor.ingest import MAX_BATCH, IngestRefused, read_batch
+from bot.monitor.known_clusters import KnownClusters
 from bot.monitor.tokens import org_for_token
 from storage import crud
 from storage.db import Database
@@ -67,11 +70,13 @@ def ingest_routes(
     db: Database,
     clock: Callable[[], datetime],
     max_age: timedelta,
+    clusters: KnownClusters,
     on_samples: SamplesHook | None = None,
 ) -> list[Route]:
     """The ingest route, to mount on the app. `clock` gives aware UTC now; `max_age` is the oldest sample
-    accepted (the raw retention). `on_samples` (the live detector) gets each stored batch after the answer
-    is sent; its errors are logged, never returned to the sender."""
+    accepted (the raw retention); `clusters` says which clusters the token's org has (a sample for another
+    is refused). `on_samples` (the live detector) gets the newly stored samples of each batch after the
+    answer is sent (not those a retry sent again); its errors are logged, never returned to the sender."""
 
     async def after_storing(samples: list[ThroughputSample]) -> None:
         if on_samples is None:
@@ -96,15 +101,19 @@ def ingest_routes(
                     413, f"body larger than {MAX_BODY_BYTES} bytes; send at most {MAX_BATCH} samples per request"
                 )
             try:
-                samples = parse_samples(body, org_id=org_id, now=clock(), max_age=max_age)
+                batch = read_batch(body, org_id=org_id, now=clock(), max_age=max_age)
+                # Checked even when other samples are bad already: the refusal names every problem at once.
+                known = await clusters.check(org_id, batch.clusters)
+                batch.check_clusters(unknown=known.unknown, clusters=known.clusters)
+                samples = batch.samples()
             except IngestRefused as refused:
                 return _error(refused.status, _summary(refused), errors=refused.errors)
             async with db.session() as session:
-                accepted = await crud.add_samples(session, samples=samples)
+                stored = await crud.store_samples(session, samples=samples)
             return JSONResponse(
-                {"accepted": accepted},
+                {"accepted": len(stored), "duplicates": len(samples) - len(stored)},
                 status_code=202,
-                background=BackgroundTask(after_storing, samples) if on_samples else None,
+                background=BackgroundTask(after_storing, stored) if on_samples and stored else None,
             )
         except Exception:
             log.exception("throughput ingest failed")

@@ -3,15 +3,23 @@
 A body is one sample object, a JSON list of them, or {"samples": [...]}. A sample:
     {"org": "kumo-labs", "cluster": "kumo-p5", "job": "llama-70b-run3", "ts": "2026-11-30T09:00:00Z",
      "tokens_per_second": 412000.5, "step": 1200, "event": "start"}
-Either every sample is accepted or none is: one bad sample refuses the batch (400, a reason per bad sample),
-and a sample of another org than the token's refuses the request (403).
+Either every sample is accepted or none is: one bad sample refuses the batch, with a reason per bad sample
+(its index and every problem found in it, whatever their kind). The status is 403 when every problem is one
+of authorization (a sample of another org than the token's), else 400: a batch that is also malformed needs
+more than another token, and the 400 lists the org problems among the rest, so none is hidden.
+
+A sample's cluster must be one of the token's org (`Batch.check_clusters`, given what the caller found in the
+latest sweep and in AWS): a typo would otherwise show up as a job of a cluster that does not exist.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import re
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -25,6 +33,7 @@ KEYS = ("org", "cluster", "job", "ts", *VALUE_KEYS, "step", "event")
 CLUSTER_RE = re.compile(r"[A-Za-z0-9-]{1,63}")
 JOB_RE = re.compile(r"[A-Za-z0-9._:/-]{1,128}")
 MAX_STEP = 2**63 - 1  # BIGINT
+CLUSTERS_SHOWN = 20  # an org's clusters listed in a refusal; more are counted
 SHAPE = 'send one sample object, a JSON list of them, or {"samples": [...]}'
 EXAMPLE = '{"org": "ORG", "cluster": "CLUSTER", "job": "JOB", "tokens_per_second": 1234.5}'
 
@@ -142,7 +151,8 @@ def _age(span: timedelta) -> str:
 
 
 def _check(item: Any, *, org_id: str, now: datetime, max_age: timedelta) -> tuple[ThroughputSample | None, list[str]]:
-    """One sample: the row, or every problem found in it (an org mismatch is reported by the caller)."""
+    """One sample: the row, or every problem found in it (an org mismatch is reported by the caller, which
+    passes the sample's own org as `org_id` then, for the hints)."""
     if not isinstance(item, dict):
         return None, [f"a sample must be a JSON object like {EXAMPLE}, not {_kind(item)}"]
     problems: list[str] = []
@@ -158,7 +168,7 @@ def _check(item: Any, *, org_id: str, now: datetime, max_age: timedelta) -> tupl
 
     cluster = item.get("cluster")
     if cluster is None:
-        problems.append('cluster is missing; give the cluster the job runs on, e.g. "cluster": "kumo-p5"')
+        problems.append('cluster is missing; give the cluster the job runs on, e.g. "cluster": "kumo-p5-train"')
     elif not isinstance(cluster, str) or not CLUSTER_RE.fullmatch(cluster):
         problems.append(
             f"cluster {cluster!r} is not a cluster name: use the cluster's name as AWS shows it "
@@ -227,35 +237,104 @@ def _check(item: Any, *, org_id: str, now: datetime, max_age: timedelta) -> tupl
     )
 
 
+def _foreign(org: str, org_id: str) -> str:
+    return (
+        f"org {org!r} is not this token's org ({org_id!r}): a token writes only its own org's "
+        f"samples; use a token of {org!r} (pitcrew token create ORG) or send org {org_id!r}"
+    )
+
+
+def _near_misses(name: str, clusters: Sequence[str]) -> str:
+    """' Did you mean 'a' or 'b'?' for the clusters closest to `name` (difflib's ratio, 0.6 at least, within
+    0.1 of the best). Not bot.names.did_you_mean's single best match: `kumo-p5` is about as close to
+    `kumo-p5-dev` as to `kumo-p5-train`, and only the sender knows which one was meant."""
+    scores = {cluster: difflib.SequenceMatcher(None, name.lower(), cluster.lower()).ratio() for cluster in clusters}
+    best = max(scores.values(), default=0.0)
+    close = sorted(cluster for cluster, score in scores.items() if score >= max(0.6, best - 0.1))
+    if not close:
+        return ""
+    return " Did you mean " + " or ".join(repr(cluster) for cluster in close[:3]) + "?"
+
+
+def unknown_cluster(name: str, *, org_id: str, clusters: Sequence[str]) -> str:
+    """The reason for a sample whose cluster the org does not have: the org's clusters, and a near miss."""
+    if not clusters:
+        return (
+            f"cluster {name!r} is not a cluster of {org_id!r}: neither Pitcrew's sweep nor AWS knows any cluster "
+            f"of {org_id!r}; send the cluster's name as AWS shows it"
+        )
+    shown = ", ".join(clusters[:CLUSTERS_SHOWN])
+    if len(clusters) > CLUSTERS_SHOWN:
+        shown += f" and {len(clusters) - CLUSTERS_SHOWN} more"
+    hint = _near_misses(name, clusters)
+    return (
+        f"cluster {name!r} is not a cluster of {org_id!r} (its clusters: {shown}); "
+        f"send the cluster's name as AWS shows it.{hint}"
+    )
+
+
+@dataclass
+class Batch:
+    """The samples of one request, each checked on its own: `rows[i]` is the stored row of sample i, or None
+    with its problems in `problems[i]`. `clusters` are the cluster names to check against the org's
+    (`check_clusters`); then `samples()` gives the rows or raises the refusal of the whole request."""
+
+    org_id: str
+    rows: list[ThroughputSample | None]
+    problems: list[list[str]]
+    forbidden: set[int] = field(default_factory=set)  # samples of another org: authorization problems
+    cluster_of: dict[int, str] = field(default_factory=dict)  # index -> a well-formed cluster of the token's org
+
+    @property
+    def clusters(self) -> set[str]:
+        return set(self.cluster_of.values())
+
+    def check_clusters(self, *, unknown: Collection[str], clusters: Sequence[str]) -> None:
+        """Refuse the samples on a cluster in `unknown` (names the org does not have; `clusters` the ones
+        it has, for the reason)."""
+        for index, name in self.cluster_of.items():
+            if name in unknown:
+                self.problems[index].append(unknown_cluster(name, org_id=self.org_id, clusters=clusters))
+                self.rows[index] = None
+
+    def samples(self) -> list[ThroughputSample]:
+        """Every row, or IngestRefused naming every bad sample (403 if all that is wrong is the org)."""
+        errors = [
+            {"index": index, "reason": "; ".join(problems)} for index, problems in enumerate(self.problems) if problems
+        ]
+        if errors:
+            bad = [index for index, problems in enumerate(self.problems) if problems]
+            only_org = all(index in self.forbidden and len(self.problems[index]) == 1 for index in bad)
+            raise IngestRefused(403 if only_org else 400, errors)
+        return [row for row in self.rows if row is not None]
+
+
+def read_batch(body: bytes, *, org_id: str, now: datetime, max_age: timedelta, max_batch: int = MAX_BATCH) -> Batch:
+    """The samples of one request, posted with a token of `org_id`, received at `now` (aware UTC), none older
+    than `max_age`, each checked. Raises IngestRefused (400) only for a body that is not samples at all."""
+    now = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
+    items = _items(body, max_batch)
+    batch = Batch(org_id=org_id, rows=[], problems=[])
+    for index, item in enumerate(items):
+        org = item.get("org") if isinstance(item, dict) else None
+        foreign = org if isinstance(org, str) and org != org_id else None
+        row, problems = _check(item, org_id=foreign or org_id, now=now, max_age=max_age)
+        if foreign is not None:
+            problems.insert(0, _foreign(foreign, org_id))
+            batch.forbidden.add(index)
+            row = None
+        elif isinstance(item, dict):
+            cluster = item.get("cluster")
+            if isinstance(cluster, str) and CLUSTER_RE.fullmatch(cluster):
+                batch.cluster_of[index] = cluster
+        batch.rows.append(row)
+        batch.problems.append(problems)
+    return batch
+
+
 def parse_samples(
     body: bytes, *, org_id: str, now: datetime, max_age: timedelta, max_batch: int = MAX_BATCH
 ) -> list[ThroughputSample]:
-    """The samples of one request, posted with a token of `org_id`, received at `now` (aware UTC), none older
-    than `max_age`. Raises IngestRefused: 403 if any sample names another org, else 400 for a body that is not
-    samples or for any bad sample (one reason per bad sample, naming each problem and how to fix it)."""
-    now = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
-    items = _items(body, max_batch)
-    foreign = [
-        {
-            "index": index,
-            "reason": (
-                f"org {item['org']!r} is not this token's org ({org_id!r}): a token writes only its own org's "
-                f"samples; use a token of {item['org']!r} (pitcrew token create ORG) or send org {org_id!r}"
-            ),
-        }
-        for index, item in enumerate(items)
-        if isinstance(item, dict) and isinstance(item.get("org"), str) and item["org"] != org_id
-    ]
-    if foreign:
-        raise IngestRefused(403, foreign)
-    rows: list[ThroughputSample] = []
-    errors: list[dict[str, Any]] = []
-    for index, item in enumerate(items):
-        row, problems = _check(item, org_id=org_id, now=now, max_age=max_age)
-        if problems:
-            errors.append({"index": index, "reason": "; ".join(problems)})
-        elif row is not None:
-            rows.append(row)
-    if errors:
-        raise IngestRefused(400, errors)
-    return rows
+    """`read_batch` without the cluster check: the rows, or IngestRefused naming every problem (403 if every
+    problem is a sample of another org, else 400; one reason per bad sample, saying how to fix it)."""
+    return read_batch(body, org_id=org_id, now=now, max_age=max_age, max_batch=max_batch).samples()

@@ -1,4 +1,5 @@
-"""parse_samples: what a posted body must look like, and the reason given for each way it can be wrong."""
+"""parse_samples and read_batch: what a posted body must look like, the reason given for each way it can be
+wrong (every problem of every sample, whatever its kind), and the refusal of a cluster the org does not have."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bot.monitor.ingest import IngestRefused, parse_samples
+from bot.monitor.ingest import IngestRefused, parse_samples, read_batch
 from storage.models import ThroughputSample
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
@@ -135,15 +136,26 @@ def test_too_many_samples() -> None:
 # -- org ------------------------------------------------------------------------------------------------------
 
 
-def test_another_orgs_sample_refuses_the_whole_request_with_403() -> None:
-    errors = refused([GOOD, one(org="sakura-ai"), one(cluster="bad name!")], status=403)
-    assert errors == [
-        {
-            "index": 1,
-            "reason": "org 'sakura-ai' is not this token's org ('kumo-labs'): a token writes only its own org's "
-            "samples; use a token of 'sakura-ai' (pitcrew token create ORG) or send org 'kumo-labs'",
-        }
-    ]
+FOREIGN = (
+    "org 'sakura-ai' is not this token's org ('kumo-labs'): a token writes only its own org's "
+    "samples; use a token of 'sakura-ai' (pitcrew token create ORG) or send org 'kumo-labs'"
+)
+
+
+def test_samples_of_another_org_alone_refuse_the_request_with_403() -> None:
+    errors = refused([GOOD, one(org="sakura-ai"), GOOD, one(org="sakura-ai", job="other")], status=403)
+    assert errors == [{"index": 1, "reason": FOREIGN}, {"index": 3, "reason": FOREIGN}]
+
+
+def test_a_batch_bad_in_several_ways_is_a_400_naming_every_index() -> None:
+    """Review finding: a sample of another org and a malformed sample answered only the 403, hiding the 400's
+    reasons. Now every bad sample is named, whatever is wrong with it; the status is 400 (more than the token
+    needs fixing) and the org problem is among the reasons."""
+    errors = refused([one(org="sakura-ai"), GOOD, GOOD, one(cluster="bad name!"), one(org="sakura-ai", step=-1)])
+    assert [e["index"] for e in errors] == [0, 3, 4]
+    assert errors[0]["reason"] == FOREIGN
+    assert errors[1]["reason"].startswith("cluster 'bad name!' is not a cluster name")
+    assert errors[2]["reason"].startswith(FOREIGN + "; step must be a whole number")
 
 
 def test_org_is_required() -> None:
@@ -300,3 +312,62 @@ def test_json_python_cannot_hold_is_a_400_not_a_500(body: bytes) -> None:
     with pytest.raises(IngestRefused) as refused:
         parse_samples(body, org_id=ORG, now=NOW, max_age=MAX_AGE)
     assert refused.value.status == 400 and "huge number or deep nesting" in refused.value.errors[0]["reason"]
+
+
+# -- the org's clusters ---------------------------------------------------------------------------------------
+
+
+CLUSTERS = ["kumo-p5-dev", "kumo-p5-train"]
+
+
+def test_the_clusters_to_check_are_those_of_the_tokens_org_samples() -> None:
+    body = [GOOD, one(cluster="kumo-p5-train"), one(org="sakura-ai", cluster="sakura-x"), one(cluster="bad name!")]
+    batch = read_batch(json.dumps(body).encode(), org_id=ORG, now=NOW, max_age=MAX_AGE)
+    assert batch.clusters == {"kumo-p5", "kumo-p5-train"}
+
+
+def test_a_cluster_the_org_does_not_have_is_refused_with_its_clusters_and_a_near_miss() -> None:
+    body = [one(cluster="kumo-p5-train"), one(cluster="kumo-p5"), one(cluster="kumo-p5", tokens_per_second=-1)]
+    batch = read_batch(json.dumps(body).encode(), org_id=ORG, now=NOW, max_age=MAX_AGE)
+    batch.check_clusters(unknown={"kumo-p5"}, clusters=CLUSTERS)
+    with pytest.raises(IngestRefused) as info:
+        batch.samples()
+    assert info.value.status == 400
+    unknown = (
+        "cluster 'kumo-p5' is not a cluster of 'kumo-labs' (its clusters: kumo-p5-dev, kumo-p5-train); "
+        "send the cluster's name as AWS shows it. Did you mean 'kumo-p5-dev' or 'kumo-p5-train'?"
+    )
+    assert info.value.errors == [
+        {"index": 1, "reason": unknown},
+        {"index": 2, "reason": info.value.errors[1]["reason"]},
+    ]
+    # Every problem of a sample: its value, then its cluster.
+    assert info.value.errors[1]["reason"].startswith("tokens_per_second must be a finite number")
+    assert info.value.errors[1]["reason"].endswith("; " + unknown)
+
+
+def test_a_cluster_far_from_any_gets_no_suggestion_and_an_org_without_clusters_says_so() -> None:
+    batch = read_batch(json.dumps(one(cluster="zeta")).encode(), org_id=ORG, now=NOW, max_age=MAX_AGE)
+    batch.check_clusters(unknown={"zeta"}, clusters=CLUSTERS)
+    with pytest.raises(IngestRefused) as far:
+        batch.samples()
+    assert "(its clusters: kumo-p5-dev, kumo-p5-train)" in far.value.errors[0]["reason"]
+    assert "Did you mean" not in far.value.errors[0]["reason"]
+    batch = read_batch(json.dumps(one(cluster="Kumo-p5-tran")).encode(), org_id=ORG, now=NOW, max_age=MAX_AGE)
+    batch.check_clusters(unknown={"Kumo-p5-tran"}, clusters=CLUSTERS)
+    with pytest.raises(IngestRefused) as near:
+        batch.samples()
+    assert near.value.errors[0]["reason"].endswith("Did you mean 'kumo-p5-train'?")
+    batch = read_batch(json.dumps(one(cluster="zeta")).encode(), org_id=ORG, now=NOW, max_age=MAX_AGE)
+    batch.check_clusters(unknown={"zeta"}, clusters=[])
+    with pytest.raises(IngestRefused) as none:
+        batch.samples()
+    assert none.value.errors[0]["reason"].startswith(
+        "cluster 'zeta' is not a cluster of 'kumo-labs': neither Pitcrew's sweep nor AWS knows any cluster"
+    )
+
+
+def test_known_clusters_pass() -> None:
+    batch = read_batch(json.dumps([GOOD, GOOD]).encode(), org_id=ORG, now=NOW, max_age=MAX_AGE)
+    batch.check_clusters(unknown=set(), clusters=["kumo-p5"])
+    assert [row.cluster for row in batch.samples()] == ["kumo-p5", "kumo-p5"]
