@@ -16,6 +16,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError, ParamValidationError
 
+from bot.sandbox import moto_support
 from bot.sandbox.moto_support import (
     HyperPodProgress,
     advance_hyperpod,
@@ -324,6 +325,28 @@ def test_ec2_status_checks_can_be_impaired(endpoint: str) -> None:
 WORKERS = "worker-group-1"
 CONTROLLER = "controller-machine"
 UNKNOWN_NODE = "i-0123456789abcdef0"  # well formed, in no cluster
+
+
+class SteppedClock:
+    """moto_support's `time.monotonic`, moved by hand: transitions due "after n seconds" happen exactly when the
+    test says so, however slowly a loaded machine runs the calls in between."""
+
+    def __init__(self) -> None:
+        self.now = time.monotonic()
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def stepped(monkeypatch: pytest.MonkeyPatch) -> SteppedClock:
+    """Stand in for the time module moto_support reads (the moto server runs in this process's threads)."""
+    clock = SteppedClock()
+    monkeypatch.setattr(moto_support, "time", clock)
+    return clock
 
 
 @pytest.fixture
@@ -667,7 +690,7 @@ def test_delete_nodes_decrements_target_count(sagemaker: Any, slow: HyperPodProg
     assert _groups(sagemaker, "c1")[WORKERS]["TargetCount"] == 3
 
 
-def test_progression_by_time(sagemaker: Any) -> None:
+def test_progression_by_time(sagemaker: Any, stepped: SteppedClock) -> None:
     step = 0.4
     with hyperpod_progress(step):
         _create(sagemaker, "c1", 2)
@@ -678,7 +701,7 @@ def test_progression_by_time(sagemaker: Any) -> None:
         workers = _groups(sagemaker, "c1")[WORKERS]
         assert (workers["TargetCount"], workers["CurrentCount"]) == (3, 2)
 
-        time.sleep(step + 0.05)  # one step: the update is done, the old node is gone, its successor joining
+        stepped.advance(step + 0.05)  # one step: the update is done, the old node is gone, its successor joining
         assert sagemaker.list_clusters()["ClusterSummaries"][0]["ClusterStatus"] == "InService"
         statuses = _statuses(sagemaker, "c1")
         assert old not in statuses
@@ -687,7 +710,7 @@ def test_progression_by_time(sagemaker: Any) -> None:
         workers = _groups(sagemaker, "c1")[WORKERS]
         assert (workers["TargetCount"], workers["CurrentCount"]) == (3, 2)
 
-        time.sleep(step + 0.05)  # two steps: the replacement is Running
+        stepped.advance(step + 0.05)  # two steps: the replacement is Running
         statuses = _statuses(sagemaker, "c1")
         assert set(statuses.values()) == {"Running"} and len(statuses) == 3
         assert _groups(sagemaker, "c1")[WORKERS]["CurrentCount"] == 3
@@ -726,16 +749,16 @@ def test_create_and_delete_can_take_time(sagemaker: Any) -> None:
             advance_hyperpod(ACCOUNT, REGION, "c1")
 
 
-def test_create_and_delete_by_time(sagemaker: Any) -> None:
+def test_create_and_delete_by_time(sagemaker: Any, stepped: SteppedClock) -> None:
     step = 0.3
     with hyperpod_progress(step, create_seconds=step, delete_seconds=step):
         _create(sagemaker, "c1", 1)
         assert sagemaker.list_clusters()["ClusterSummaries"][0]["ClusterStatus"] == "Creating"
-        time.sleep(step + 0.05)
+        stepped.advance(step + 0.05)
         assert sagemaker.list_clusters()["ClusterSummaries"][0]["ClusterStatus"] == "InService"
         sagemaker.delete_cluster(ClusterName="c1")
         assert sagemaker.list_clusters()["ClusterSummaries"][0]["ClusterStatus"] == "Deleting"
-        time.sleep(step + 0.05)
+        stepped.advance(step + 0.05)
         assert sagemaker.list_clusters()["ClusterSummaries"] == []
 
 

@@ -16,6 +16,7 @@ from bot.clusters.hyperpod import HyperPodBackend
 from bot.sandbox.moto_support import hyperpod_progress, reset_moto_server, set_hyperpod_node_status
 from bot.sandbox.slack_workspace import Message
 from bot.sandbox.world import Sandbox
+from bot.slack.blocks import DELETE_VIEW
 from storage import crud
 from tests.conftest import SeededAws
 from tests.scenarios.conftest import ADMIN, ask, body
@@ -225,6 +226,7 @@ async def test_delete_needs_the_typed_name(world: Sandbox, seeded_aws: SeededAws
     stranger = await world.slack.click(user_id=BOB, message=planned, action_id="delete_open")
     assert stranger.status_code == 200
     await world.slack.wait_for(lambda m: m.ephemeral_to == BOB and "Only <@U0ALICE01>" in m.text)
+    # The refusal is the click's last step (a modal would open instead of it), so none can open later.
     assert not world.slack.open_views, "no modal for someone who may not delete"
 
     # Confirm without the modal (a payload no button of Pitcrew's makes) does not skip the typed name.
@@ -232,7 +234,10 @@ async def test_delete_needs_the_typed_name(world: Sandbox, seeded_aws: SeededAws
     reply, replaces = await world.pitcrew.services.operations.confirm(operation_id, user_id=ALICE)
     assert "typing the cluster's name" in reply.text and not replaces
     await world.slack.click(user_id=ALICE, message=planned, action_id="delete_open")
-    (view_id,) = list(world.slack.open_views)
+    # The click is acked before views.open reaches Slack: wait (bounded) for the modal to be on screen.
+    modal = await world.slack.wait_for_view(user_id=ALICE, callback_id=DELETE_VIEW, timeout=15)
+    assert list(world.slack.open_views) == [modal["id"]]
+    view_id = modal["id"]
     wrong = await world.slack.submit_view(user_id=ALICE, view_id=view_id, values={"typed_name": {"name": "kumo"}})
     assert wrong.status_code == 200
     shown = world.slack.open_views[view_id]

@@ -3,7 +3,6 @@ and the audit log of every command."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,8 +14,10 @@ from bot.sandbox.moto_support import set_hyperpod_node_status
 from bot.sandbox.pcluster_api import ParallelClusterApi
 from bot.sandbox.world import Sandbox
 from storage import crud
+from storage.models import AuditEntry
 from tests.conftest import SeededAws
 from tests.scenarios.conftest import ADMIN, COORDINATION, ask, body
+from tests.waiting import wait_for
 
 BOB = "U0BOB0001"
 
@@ -124,12 +125,13 @@ async def test_every_command_is_audited(sandbox: Sandbox) -> None:
     await ask(sandbox, user=BOB, channel="C0KUMOLAB", text="list sakura-ai")
     await ask(sandbox, user=BOB, channel="C0KUMOLAB", text="frobnicate")
     await ask(sandbox, user="U0GUEST01", channel="C0KUMOLAB", text="list all")
-    async with sandbox.pitcrew.services.db.session() as session:
-        for _ in range(50):  # the audit row is written just after the reply is sent
-            entries = await crud.audit_entries(session)
-            if len(entries) >= 4:
-                break
-            await asyncio.sleep(0.05)
+
+    async def four_rows() -> list[AuditEntry] | None:
+        async with sandbox.pitcrew.services.db.session() as session:
+            found = await crud.audit_entries(session)
+        return found if len(found) >= 4 else None
+
+    entries = await wait_for(four_rows, what="4 audit rows")  # each is written just after its reply is sent
     got = [(e.user_id, e.org_id, e.text, e.outcome) for e in reversed(entries)]
     assert got == [
         (ADMIN, "sakura-ai", "list sakura-ai", "allowed"),

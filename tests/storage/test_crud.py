@@ -11,6 +11,7 @@ from bot.audit import AuditLog
 from storage import crud
 from storage.db import Database
 from storage.models import ClusterSeen, Operation, OperationStatus, Org, Outcome
+from tests.waiting import wait_for
 
 T0 = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
 
@@ -91,7 +92,12 @@ async def test_audit_log_is_written_in_batches_and_filtered(db: Database) -> Non
         )
     async with db.session() as session:
         assert await crud.audit_entries(session) == []  # not yet: the batch waits for its flush
-    await asyncio.sleep(0.2)
+
+    async def written() -> bool:
+        async with db.session() as session:
+            return len(await crud.audit_entries(session)) == 3
+
+    await wait_for(written, what="the batch's flush of 3 audit rows")  # by its timer: no flush() called
     async with db.session() as session:
         newest_first = await crud.audit_entries(session)
         alice = await crud.audit_entries(session, user_id="U0ALICE01")
