@@ -11,6 +11,7 @@ import shlex
 from dataclasses import dataclass
 
 from bot.access import Action
+from bot.audit_view import ACTIONS
 
 MAX_TEXT = 1000  # a real /cluster command is a few dozen characters; longer text is a paste gone wrong
 CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,62}")  # HyperPod's and ParallelCluster's common ground
@@ -28,7 +29,7 @@ USAGE = {
     "reboot": "/cluster reboot CLUSTER NODE... [--dry-run]   (NODE: instance id, e.g. i-0123456789abcdef0)",
     "delete": "/cluster delete CLUSTER",
     "throughput": "/cluster throughput CLUSTER [--hours N] [--public]   (CLUSTER or ORG/CLUSTER)",
-    "audit": "/cluster audit [ORG] [--days N]",
+    "audit": "/cluster audit [ORG] [--days N] [--user @USER] [--action ACTION] [--ids]",
 }
 SUMMARY = {
     "help": "what you may run",
@@ -66,6 +67,8 @@ GROUP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,62}(?:/[A-Za-z0-9][A-Za-z0-9
 NODE_ID = re.compile(r"i-[a-f0-9]{8}(?:[a-f0-9]{9})?")  # HyperPod node ids are EC2 instance ids
 MAX_COUNT = 10_000
 DIGITS = re.compile(r"[0-9]{1,6}")  # ASCII only: str.isdigit() accepts "²", which int() then refuses
+# A person in command text: Slack's escaped mention <@U123|name> or <@U123>, or @U123, or the bare id.
+SLACK_USER = re.compile(r"<@([UW][A-Z0-9]{2,23})(?:\|[^>]*)?>|@?([UW][A-Z0-9]{2,23})", re.IGNORECASE)
 PARAM = re.compile(r"([A-Za-z][A-Za-z0-9_-]{0,63})=(.*)", re.DOTALL)
 
 
@@ -118,6 +121,9 @@ class ListTemplates:
 class ShowAudit:
     org: str | None  # None: the caller's org (admins: every org)
     days: int = 7
+    user: str | None = None  # a Slack user id: only their entries
+    action: str | None = None  # a key of bot.audit_view.ACTIONS: only those entries
+    ids: bool = False  # show operation and alert ids
 
 
 @dataclass(frozen=True)
@@ -303,7 +309,10 @@ def _launch(args: list[str], usage: str) -> LaunchCluster:
 
 def _audit(args: list[str], usage: str) -> ShowAudit:
     org: str | None = None
-    days = 7
+    user: str | None = None
+    action: str | None = None
+    days, ids = 7, False
+    actions = ", ".join(f"`{name}`" for name in ACTIONS)
     words = iter(args)
     for word in words:
         if word == "--days":
@@ -311,13 +320,32 @@ def _audit(args: list[str], usage: str) -> ShowAudit:
             if value is None or not DIGITS.fullmatch(value) or not 1 <= int(value) <= MAX_AUDIT_DAYS:
                 raise UsageError(f"`--days` takes a whole number from 1 to {MAX_AUDIT_DAYS}.", usage)
             days = int(value)
+        elif word == "--user":
+            value = next(words, None)
+            match = SLACK_USER.fullmatch(value) if value is not None else None
+            if match is None:
+                got = f"; got `{_shown(value)}`" if value else ""
+                if value and value.startswith("@"):  # a display name: Slack passes it on as typed, not as an id
+                    got += ", a display name, which Slack does not turn into an id for a command"
+                raise UsageError(
+                    f"`--user` takes a Slack member id like `U0123ABCD` (profile → ⋯ → Copy member ID){got}.", usage
+                )
+            user = (match[1] or match[2]).upper()
+        elif word == "--action":
+            value = next(words, None)
+            if value is None or value.lower() not in ACTIONS:
+                got = f"`{_shown(value)}` is not one" if value else "it needs one"
+                raise UsageError(f"`--action` takes one of {actions}; {got}.", usage)
+            action = value.lower()
+        elif word == "--ids":
+            ids = True
         elif word.startswith("--"):
             raise UsageError(f"`{_shown(word)}` is not an option of `/cluster audit`.", usage)
         elif org is None and ORG_ID.fullmatch(word.lower()):
             org = word.lower()
         else:
             raise UsageError(f"`{_shown(word)}` is not an org id; give at most one.", usage)
-    return ShowAudit(org=org, days=days)
+    return ShowAudit(org=org, days=days, user=user, action=action, ids=ids)
 
 
 def _change(sub: str, args: list[str], usage: str) -> ScaleGroup | NodeAction | DeleteCluster:

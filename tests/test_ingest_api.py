@@ -1,5 +1,6 @@
 """POST /api/v1/throughput over real HTTP (uvicorn on a free port, httpx), on SQLite and Postgres: tokens,
-refusals that store nothing, accepted samples and batches, the live hook; and `pitcrew token create`."""
+refusals that store nothing (every bad sample named), accepted samples and batches, retries stored once, the
+org's clusters (from the sweep, else from AWS: moto), the live hook; and `pitcrew token create`."""
 
 from __future__ import annotations
 
@@ -18,12 +19,16 @@ from sqlmodel import col, select
 from starlette.applications import Starlette
 
 from bot.cli import main
+from bot.clusters.accounts import AwsAccounts
+from bot.clusters.fleet import Fleet
 from bot.ingest_api import MAX_BODY_BYTES, PATH, ingest_routes
+from bot.monitor.known_clusters import KnownClusters
 from bot.monitor.tokens import create_token, hash_token
 from bot.sandbox.asgi_server import serve_asgi
 from storage import crud
 from storage.db import Database
-from storage.models import ApiToken, ThroughputSample
+from storage.models import ApiToken, ClusterSeen, Org, ThroughputRollup, ThroughputSample
+from tests.conftest import SeededAws
 
 ROOT = Path(__file__).resolve().parents[1]
 ORG, OTHER, CLUSTER = "kumo-labs", "sakura-ai", "kumo-p5"
@@ -64,7 +69,28 @@ class Api:
         return list(rows)
 
 
-async def running(db: Database, *, clock: Callable[[], datetime] = now, hook_fails: bool = False) -> AsyncIterator[Api]:
+async def swept(db: Database, *names: str, org_id: str = ORG) -> None:
+    """The clusters as the node sweep records them (the org first: the table refers to it)."""
+    async with db.session() as session:
+        await crud.sync_orgs(
+            session,
+            orgs=[Org(id=org_id, name=org_id, channel="C0X", account_id="1" * 12, region="us-east-1", synced_at=now())],
+        )
+        rows = [
+            ClusterSeen(org_id=org_id, backend="hyperpod", name=name, status="InService", last_seen_at=now())
+            for name in names
+        ]
+        await crud.record_clusters_seen(session, rows=rows)
+
+
+async def running(
+    db: Database,
+    *,
+    clock: Callable[[], datetime] = now,
+    hook_fails: bool = False,
+    clusters: KnownClusters | None = None,
+) -> AsyncIterator[Api]:
+    """The ingest API; by default the sweep has seen CLUSTER and there is no AWS to ask."""
     hooked: list[list[ThroughputSample]] = []
 
     async def on_samples(samples: list[ThroughputSample]) -> None:
@@ -72,7 +98,12 @@ async def running(db: Database, *, clock: Callable[[], datetime] = now, hook_fai
         if hook_fails:
             raise RuntimeError("detector exploded")
 
-    app = Starlette(routes=ingest_routes(db=db, clock=clock, max_age=timedelta(days=14), on_samples=on_samples))
+    if clusters is None:
+        await swept(db, CLUSTER)
+        clusters = KnownClusters(db=db, fleet=None)
+    app = Starlette(
+        routes=ingest_routes(db=db, clock=clock, max_age=timedelta(days=14), clusters=clusters, on_samples=on_samples)
+    )
     token = await create_token(db, org_id=ORG, created_by="test")
     async with serve_asgi(app) as base, httpx.AsyncClient(timeout=10) as http:
         yield Api(base, http, db, token, hooked)
@@ -131,6 +162,7 @@ async def test_the_scheme_is_case_insensitive(api: Api) -> None:
 
 
 async def test_a_token_of_one_org_cannot_write_another_orgs_samples(api: Api) -> None:
+    """Every problem is the org: 403."""
     response = await api.post([good(), good(org=OTHER)])
     assert response.status_code == 403
     body = response.json()
@@ -195,7 +227,7 @@ async def test_an_unexpected_error_is_a_500_without_a_stack_trace(
 
 async def test_one_sample_is_stored_and_handed_to_the_hook(api: Api) -> None:
     response = await api.post(good(step=42))
-    assert response.status_code == 202 and response.json() == {"accepted": 1}
+    assert response.status_code == 202 and response.json() == {"accepted": 1, "duplicates": 0}
     [row] = await api.stored()
     assert (row.org_id, row.cluster, row.job, row.tokens_per_second, row.step) == (
         ORG,
@@ -214,7 +246,7 @@ async def test_a_batch_is_stored_with_its_rollups(api: Api) -> None:
     batch = [good(ts=(minute + timedelta(seconds=s)).isoformat(), tokens_per_second=v) for s, v in ((0, 10), (30, 30))]
     batch.append(good(job="bert", samples_per_second=3.5, tokens_per_second=None))
     response = await api.post(batch)
-    assert response.status_code == 202 and response.json() == {"accepted": 3}
+    assert response.status_code == 202 and response.json() == {"accepted": 3, "duplicates": 0}
     assert [(s.job, s.value) for s in await api.stored()] == [("llama-70b", 10.0), ("llama-70b", 30.0), ("bert", 3.5)]
     async with api.db.session() as session:
         [rollup] = await crud.rollups(
@@ -227,7 +259,7 @@ async def test_a_batch_is_stored_with_its_rollups(api: Api) -> None:
 
 async def test_a_start_event_alone_is_accepted(api: Api) -> None:
     response = await api.post({"org": ORG, "cluster": CLUSTER, "job": "llama-70b", "event": "start", "step": 0})
-    assert response.status_code == 202 and response.json() == {"accepted": 1}
+    assert response.status_code == 202 and response.json() == {"accepted": 1, "duplicates": 0}
     [row] = await api.stored()
     assert row.event == "start" and row.value is None and row.step == 0
 
@@ -238,10 +270,173 @@ async def test_a_failing_hook_is_logged_and_the_sender_still_gets_202(
     async for api in running(db, hook_fails=True):
         with caplog.at_level(logging.ERROR, logger="bot.ingest_api"):
             response = await api.post(good())
-            assert response.status_code == 202 and response.json() == {"accepted": 1}
+            assert response.status_code == 202 and response.json() == {"accepted": 1, "duplicates": 0}
             await until(lambda: "the throughput hook failed on 1 stored sample(s)" in caplog.text)
         assert "detector exploded" in caplog.text
         assert len(await api.stored()) == 1
+
+
+# -- a retried batch is stored once --------------------------------------------------------------------------------
+
+
+async def minutes(api: Api) -> list[tuple[str, datetime, int, float]]:
+    async with api.db.session() as session:
+        rows = await crud.rollups(
+            session, org_id=ORG, cluster=CLUSTER, job=None, since=now() - timedelta(days=1), until=now()
+        )
+    return [(r.job, r.minute, r.count, r.total) for r in rows]
+
+
+async def hours(api: Api) -> list[tuple[str, int, float]]:
+    from storage.models import ThroughputHourly
+
+    async with api.db.session() as session:
+        rows = (await session.exec(select(ThroughputHourly).order_by(col(ThroughputHourly.hour)))).all()
+    return [(r.job, r.count, r.total) for r in rows]
+
+
+def retried_batch() -> list[dict[str, Any]]:
+    """Samples with their own ts, as a script that retries sends them (without ts each would be new)."""
+    minute = now().replace(second=0, microsecond=0) - timedelta(minutes=3)
+    return [
+        good(ts=(minute + timedelta(seconds=s)).isoformat(), tokens_per_second=float(v))
+        for s, v in ((0, 10), (30, 30), (60, 50))
+    ]
+
+
+async def test_a_retried_batch_is_accepted_stored_once_and_the_rollups_are_unchanged(api: Api) -> None:
+    first = await api.post(retried_batch())
+    assert first.status_code == 202 and first.json() == {"accepted": 3, "duplicates": 0}
+    await until(lambda: len(api.hooked) == 1)
+    rollups, hourly = await minutes(api), await hours(api)
+    assert sum(count for *_, count, _ in rollups) == 3
+
+    retry = await api.post(retried_batch())  # after a timeout the script did not see the answer of
+    assert retry.status_code == 202 and retry.json() == {"accepted": 0, "duplicates": 3}
+    assert len(await api.stored()) == 3
+    assert await minutes(api) == rollups and await hours(api) == hourly
+    # A retry with one more sample: only that one is new, in the rollups and for the detector.
+    more = [*retried_batch(), good(ts=(now() - timedelta(seconds=30)).isoformat(), tokens_per_second=70.0)]
+    third = await api.post(more)
+    assert third.status_code == 202 and third.json() == {"accepted": 1, "duplicates": 3}
+    await until(lambda: len(api.hooked) == 2)
+    assert [s.value for s in api.hooked[1]] == [70.0]
+    assert sum(count for *_, count, _ in await minutes(api)) == 4
+    assert sum(count for _, count, _ in await hours(api)) == 4
+
+
+async def test_repeats_within_one_batch_are_stored_once(api: Api) -> None:
+    at = (now() - timedelta(minutes=1)).isoformat()
+    batch = [good(ts=at), good(ts=at, tokens_per_second=2000.0), good(ts=at, job="bert"), good(ts=at)]
+    response = await api.post(batch)
+    assert response.status_code == 202 and response.json() == {"accepted": 2, "duplicates": 2}
+    assert sorted((s.job, s.value) for s in await api.stored()) == [("bert", 1000.0), ("llama-70b", 1000.0)]
+    assert sorted((job, count, total) for job, _, count, total in await minutes(api)) == [
+        ("bert", 1, 1000.0),
+        ("llama-70b", 1, 1000.0),
+    ]
+
+
+async def test_retries_posted_at_once_are_stored_once(api: Api) -> None:
+    batch = [good(ts=(now() - timedelta(seconds=i)).isoformat(), tokens_per_second=float(i)) for i in range(1, 301)]
+    answers = await asyncio.gather(*(api.post(batch) for _ in range(4)))
+    assert [a.status_code for a in answers] == [202] * 4
+    assert sum(a.json()["accepted"] for a in answers) == 300
+    assert all(a.json()["accepted"] + a.json()["duplicates"] == 300 for a in answers)
+    assert len(await api.stored()) == 300
+    async with api.db.session() as session:
+        rows = (await session.exec(select(ThroughputRollup))).all()
+    assert sum(r.count for r in rows) == 300 and sum(r.total for r in rows) == pytest.approx(sum(range(1, 301)))
+
+
+# -- every problem of a refused batch ---------------------------------------------------------------------------
+
+
+async def test_a_batch_bad_in_every_way_names_each_sample_and_stores_nothing(
+    db: Database, seeded_aws: SeededAws
+) -> None:
+    """Review finding: a sample of another org and a malformed one answered only the 403. Now all are named;
+    the status is 400 because more than the token is wrong."""
+    await swept(db, CLUSTER)
+    clusters, _ = aws_clusters(seeded_aws, db)
+    batch = [good(org=OTHER), good(), good(tokens_per_second="fast"), good(cluster="kumo-p5-trian"), good()]
+    async for api in running(db, clusters=clusters):
+        response = await api.post(batch)
+        assert response.status_code == 400
+        body = response.json()
+        assert body["error"] == "3 sample(s) refused, so the request was refused; nothing stored"
+        assert [e["index"] for e in body["errors"]] == [0, 2, 3]
+        assert body["errors"][0]["reason"].startswith("org 'sakura-ai' is not this token's org ('kumo-labs')")
+        assert body["errors"][1]["reason"].startswith("tokens_per_second must be a number, not a string")
+        assert body["errors"][2]["reason"].startswith("cluster 'kumo-p5-trian' is not a cluster of 'kumo-labs'")
+        assert await api.stored() == [] and await api.stored(OTHER) == []
+        assert api.hooked == []
+
+
+# -- the org's clusters: the sweep, then AWS ----------------------------------------------------------------------
+
+
+def aws_clusters(seeded_aws: SeededAws, db: Database, **kwargs: Any) -> tuple[KnownClusters, list[str]]:
+    """KnownClusters over a fleet on the seeded moto (ParallelCluster read through EC2 tags); the list
+    records each AWS call made."""
+    calls: list[str] = []
+    accounts = AwsAccounts()
+    accounts.observe_calls(lambda *, service, operation, error_code=None: calls.append(f"{service}.{operation}"))
+    program = seeded_aws.program.with_aws(lambda _: {"parallelcluster_api": None})
+    return KnownClusters(db=db, fleet=Fleet(program=program, accounts=accounts), **kwargs), calls
+
+
+async def test_a_cluster_the_org_does_not_have_is_refused_naming_its_clusters(
+    db: Database, seeded_aws: SeededAws
+) -> None:
+    clusters, calls = aws_clusters(seeded_aws, db)
+    async for api in running(db, clusters=clusters):
+        response = await api.post([good(cluster="kumo-p5-train"), good(cluster="kumo-p5")])
+        assert response.status_code == 400
+        body = response.json()
+        assert body["error"] == "1 sample(s) refused, so the request was refused; nothing stored"
+        [error] = body["errors"]
+        assert error["index"] == 1
+        assert error["reason"].startswith("cluster 'kumo-p5' is not a cluster of 'kumo-labs' (its clusters: ")
+        assert "kumo-p5-train" in error["reason"] and "kumo-p5-dev" in error["reason"]
+        assert error["reason"].endswith("Did you mean 'kumo-p5-dev' or 'kumo-p5-train'?")
+        assert "sakura" not in error["reason"], "only the token's org's clusters are named"
+        assert await api.stored() == []
+        # The answer is kept briefly: the script's next post with the same typo asks AWS nothing.
+        asked = len(calls)
+        assert asked > 0
+        again = await api.post(good(cluster="kumo-p5"))
+        assert again.status_code == 400 and len(calls) == asked
+
+
+async def test_a_cluster_not_swept_yet_but_in_aws_is_accepted(db: Database, seeded_aws: SeededAws) -> None:
+    """A job on a brand-new cluster is not refused: the sweep has not seen it, AWS has it."""
+    clusters, calls = aws_clusters(seeded_aws, db)
+    async for api in running(db, clusters=clusters):
+        response = await api.post(good(cluster="kumo-p5-train"))
+        assert response.status_code == 202 and response.json() == {"accepted": 1, "duplicates": 0}
+        assert calls, "AWS was asked"
+
+
+async def test_a_cluster_of_the_latest_sweep_needs_no_aws_call(db: Database, seeded_aws: SeededAws) -> None:
+    await swept(db, "kumo-p5-train")
+    clusters, calls = aws_clusters(seeded_aws, db)
+    async for api in running(db, clusters=clusters):
+        response = await api.post(good(cluster="kumo-p5-train"))
+        assert response.status_code == 202
+        assert calls == []
+
+
+async def test_when_aws_cannot_answer_in_time_the_sample_is_accepted(
+    db: Database, seeded_aws: SeededAws, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Losing a job's throughput while AWS is slow or down is worse than storing a typo now and then."""
+    clusters, _ = aws_clusters(seeded_aws, db, aws_timeout=0.0)
+    async for api in running(db, clusters=clusters):
+        with caplog.at_level(logging.WARNING, logger="bot.monitor.known_clusters"):
+            response = await api.post(good(cluster="kumo-p5-new"))
+        assert response.status_code == 202 and response.json()["accepted"] == 1
+        assert "cannot check kumo-labs's cluster names in AWS (AWS did not answer within 0 s)" in caplog.text
 
 
 # -- the CLI --------------------------------------------------------------------------------------------------------
@@ -258,7 +453,10 @@ async def _stored_tokens(database_url: str) -> list[ApiToken]:
 
 async def _post_with(database_url: str, token: str) -> tuple[int, Any]:
     db = Database(url=database_url)
-    app = Starlette(routes=ingest_routes(db=db, clock=now, max_age=timedelta(days=14)))
+    await swept(db, CLUSTER)
+    app = Starlette(
+        routes=ingest_routes(db=db, clock=now, max_age=timedelta(days=14), clusters=KnownClusters(db=db, fleet=None))
+    )
     try:
         async with serve_asgi(app) as base, httpx.AsyncClient(timeout=10) as http:
             response = await http.post(base + PATH, json=good(), headers={"Authorization": f"Bearer {token}"})
@@ -278,7 +476,7 @@ def test_token_create_prints_a_token_that_authenticates(
     token = lines[1]
     assert token.startswith("pct_") and len(token) > 40
     assert "Authorization: Bearer <token>" in lines[2]
-    assert asyncio.run(_post_with(database_url, token)) == (202, {"accepted": 1})
+    assert asyncio.run(_post_with(database_url, token)) == (202, {"accepted": 1, "duplicates": 0})
     # A second token is another token; both work, and neither is stored in clear.
     assert main(["token", "create", ORG]) == 0
     second = capsys.readouterr().out.splitlines()[1]
