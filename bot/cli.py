@@ -12,6 +12,7 @@ from pathlib import Path
 
 from bot.clusters.templates import TemplateError, TemplateSet, load_templates
 from bot.config import ProgramConfig, ProgramFileError, Settings, load_program, summary
+from bot.logs import configure_logging
 
 
 def _program(settings: Settings, path: str | None = None) -> ProgramConfig:
@@ -278,7 +279,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(Settings())  # text or PITCREW_LOG_FORMAT=json, secrets masked
     # APScheduler logs every run of every job at INFO (several a minute); our jobs log what changed.
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
     for noisy in ("httpx", "botocore", "alembic.runtime.plugins"):

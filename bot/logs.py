@@ -77,9 +77,26 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False, default=str)
 
 
+class _Handler(logging.StreamHandler):
+    """Writes to the given stream, else to whatever sys.stderr is when a record comes (a test runner swaps it;
+    a handler holding an old, closed stderr would fail on every later record)."""
+
+    def __init__(self, stream: IO[str] | None) -> None:
+        self._fixed = stream
+        super().__init__(stream)
+
+    @property
+    def stream(self) -> IO[str]:
+        return self._fixed or sys.stderr
+
+    @stream.setter
+    def stream(self, value: IO[str] | None) -> None:
+        pass  # StreamHandler.__init__ and setStream assign it; the property above decides
+
+
 def log_handler(settings: Settings, stream: IO[str] | None = None) -> logging.Handler:
     """A handler writing in the configured format, with the secrets of these settings masked."""
-    handler = logging.StreamHandler(stream or sys.stderr)
+    handler = _Handler(stream)
     handler.setFormatter(JsonFormatter() if settings.pitcrew_log_format == "json" else logging.Formatter(TEXT_FORMAT))
     handler.addFilter(
         RedactSecrets((settings.slack_bot_token, settings.slack_signing_secret, settings.slack_app_token))
@@ -88,9 +105,10 @@ def log_handler(settings: Settings, stream: IO[str] | None = None) -> logging.Ha
 
 
 def configure_logging(settings: Settings, *, stream: IO[str] | None = None, level: int = logging.INFO) -> None:
-    """The root logger's one handler (replacing any earlier ones), its level, and quieter chatty libraries."""
+    """Pitcrew's one handler on the root logger (replacing one an earlier call added; handlers of others, such
+    as a test runner's, are left alone), the level, and quieter chatty libraries."""
     root = logging.getLogger()
-    for old in root.handlers[:]:
+    for old in [h for h in root.handlers if isinstance(h, _Handler)]:
         root.removeHandler(old)
     root.addHandler(log_handler(settings, stream))
     root.setLevel(level)

@@ -22,8 +22,8 @@ from slack_sdk.http_retry.async_handler import AsyncRetryHandler
 from slack_sdk.http_retry.request import HttpRequest
 from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
-from sqlalchemy import func, select, text
-from sqlmodel import col
+from sqlalchemy import func, text
+from sqlmodel import col, select
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -191,8 +191,8 @@ class Metrics:
     async def read_migrations(self, db: Database) -> None:
         """Once, after the upgrade at start; a failure here is logged and never stops the bot."""
         try:
-            async with db.session() as session:
-                version = (await session.execute(text("SELECT version_num FROM alembic_version"))).scalar()
+            async with db.engine.connect() as connection:
+                version = (await connection.execute(text("SELECT version_num FROM alembic_version"))).scalar()
         except Exception as error:
             log.warning("metrics: could not read the migrations version: %s", type(error).__name__)
             version = "unknown"
@@ -201,7 +201,7 @@ class Metrics:
     async def count_open_episodes(self, db: Database) -> None:
         async with db.session() as session:
             rows: Sequence[Any] = (
-                await session.execute(
+                await session.exec(
                     select(col(Episode.kind), func.count())
                     .where(col(Episode.state) == EpisodeState.OPEN.value)
                     .group_by(col(Episode.kind))

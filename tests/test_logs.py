@@ -106,3 +106,19 @@ def test_a_token_not_in_the_settings_is_still_masked(captured: io.StringIO) -> N
     configure_logging(Settings(), stream=captured)  # no secrets configured: the patterns still apply
     logging.getLogger("x").info("another workspace's token xoxb-9-9-zzzzzzzz and xoxe-not-a-token")
     assert captured.getvalue().rstrip().endswith("another workspace's token xoxb-*** and xoxe-not-a-token")
+
+
+def test_configuring_again_replaces_only_its_own_handler(
+    captured: io.StringIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = logging.getLogger()
+    others = list(root.handlers)  # pytest's capture: left alone, as basicConfig would
+    configure_logging(settings())
+    configure_logging(settings(pitcrew_log_format="json"))  # e.g. `main()` run twice in one process
+    assert root.handlers[: len(others)] == others and len(root.handlers) == len(others) + 1
+
+    # Without a stream, records go to the stderr of the moment (a runner that swapped it has closed the old one).
+    swapped = io.StringIO()
+    monkeypatch.setattr("sys.stderr", swapped)
+    logging.getLogger("pitcrew.test").warning("to the current stderr")
+    assert json.loads(swapped.getvalue())["message"] == "to the current stderr"
