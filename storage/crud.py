@@ -31,20 +31,23 @@ from storage.models import (
 
 
 async def sync_orgs(session: AsyncSession, *, orgs: Iterable[Org]) -> None:
-    """Make the orgs table say what the program file says; orgs no longer listed are marked inactive."""
+    """Make the orgs table say what the program file says; orgs no longer listed are marked inactive.
+
+    One upsert: replicas starting together on a new database each sync the same orgs, and a read-then-insert
+    made all but one die on a duplicate key."""
     listed = {org.id: org for org in orgs}
-    existing = {org.id: org for org in (await session.exec(select(Org))).all()}
-    for org_id, org in listed.items():
-        row = existing.get(org_id)
-        if row is None:
-            session.add(org)
-        else:
-            for field in ("name", "channel", "account_id", "region", "synced_at"):
-                setattr(row, field, getattr(org, field))
-            row.active = True
-    for org_id, row in existing.items():
-        if org_id not in listed:
-            row.active = False
+    fields = ("name", "channel", "account_id", "region", "synced_at")
+    if listed:
+        rows = [
+            {"id": org.id, "active": True, **{field: getattr(org, field) for field in fields}}
+            for org in listed.values()
+        ]
+        statement = _dialect_insert(session)(Org).values(rows)
+        statement = statement.on_conflict_do_update(
+            index_elements=["id"], set_={field: statement.excluded[field] for field in (*fields, "active")}
+        )
+        await session.exec(statement)
+    await session.exec(update(Org).where(col(Org.id).not_in(list(listed))).values(active=False))
     await session.commit()
 
 
@@ -326,11 +329,26 @@ async def active_silence(
     return (await session.exec(query)).first()
 
 
-async def acquire_lease(session: AsyncSession, *, name: str, holder: str, now: datetime, ttl_seconds: float) -> bool:
+def _database_now(session: AsyncSession, *, plus_seconds: float = 0.0) -> Any:
+    """The database's current time (+ seconds) as SQL, comparable with and storable in a UtcDateTime column:
+    timestamptz on Postgres; on SQLite the text SQLAlchemy stores there (UTC, six fractional digits)."""
+    dialect = session.bind.dialect.name if session.bind else "sqlite"
+    if dialect == "postgresql":
+        return func.now() + timedelta(seconds=plus_seconds)
+    # strftime's %f gives milliseconds (SS.SSS): padded to the microseconds SQLAlchemy writes, so the text
+    # compares in time order with stored values.
+    return func.strftime("%Y-%m-%d %H:%M:%f", "now", f"{plus_seconds:+.6f} seconds").op("||")("000")
+
+
+async def acquire_lease(session: AsyncSession, *, name: str, holder: str, ttl_seconds: float) -> bool:
     """Take or renew a lease in one atomic statement: it goes to holder when nobody has it, when holder
     already has it (renewal: expiry moves to now + ttl), or when the other holder's expired. True if holder
-    has it afterwards."""
-    expires_at = now + timedelta(seconds=ttl_seconds)
+    has it afterwards.
+
+    "Now" is the database's clock, the one clock all replicas share: a replica whose own clock runs fast
+    would otherwise call a live lease expired, and one running slow would hold an expired one."""
+    expires_at = _database_now(session, plus_seconds=ttl_seconds)
+    now = _database_now(session)
     statement = _dialect_insert(session)(Lease).values(name=name, holder=holder, expires_at=expires_at)
     statement = statement.on_conflict_do_update(
         index_elements=["name"],

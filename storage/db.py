@@ -1,18 +1,32 @@
-"""Async engine and sessions, and migrations applied with Alembic."""
+"""Async engine and sessions, and migrations applied with Alembic.
+
+Replicas started together on a new database all run the migrations at start; unserialised, two of them
+create the same tables at once and one dies on a duplicate key. So the upgrade runs under a lock: a
+session-level Postgres advisory lock held on the migration connection (storage/migrations/env.py takes it
+with `migration_lock`), a file lock beside a SQLite file, and a process lock for threads of one process
+(Alembic keeps its migration context in a module global). Whoever comes second finds the schema at head.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+from filelock import FileLock
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, async_sessionmaker, create_async_engine
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+# The advisory lock's key: any fixed bigint that nothing else in the database uses ("pitcrewM" as bytes).
+MIGRATION_LOCK_KEY = 8100133375272384333
+_IN_PROCESS = threading.Lock()
 
 
 def alembic_config(database_url: str) -> Config:
@@ -23,9 +37,42 @@ def alembic_config(database_url: str) -> Config:
     return config
 
 
+def sqlite_lock_path(database_url: str) -> Path | None:
+    """`<db file>.migrate.lock` for a SQLite file; None for an in-memory SQLite or another database."""
+    url = make_url(database_url)
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return None
+    if url.database.startswith("file:") or url.query.get("mode") == "memory":
+        return None  # a URI filename (shared memory and the like): nothing on disk to lock beside
+    return Path(url.database).with_name(Path(url.database).name + ".migrate.lock")
+
+
 def upgrade(database_url: str, revision: str = "head") -> None:
-    """Apply migrations (blocking; env.py runs its own event loop)."""
-    command.upgrade(alembic_config(database_url), revision)
+    """Apply migrations (blocking; env.py runs its own event loop), one process and one thread at a time."""
+    lock_path = sqlite_lock_path(database_url)
+    file_lock: AbstractContextManager[object] = FileLock(lock_path) if lock_path else nullcontext()
+    with _IN_PROCESS, file_lock:
+        command.upgrade(alembic_config(database_url), revision)
+
+
+@asynccontextmanager
+async def migration_lock(connection: AsyncConnection) -> AsyncIterator[None]:
+    """On Postgres, hold the migrations' advisory lock on this connection for the block (other replicas'
+    upgrades wait for it); elsewhere nothing (SQLite is locked by a file in `upgrade`).
+
+    Session-level (pg_advisory_lock, not the _xact_ kind) so it spans the transactions Alembic commits; the
+    transaction that took it is committed at once, so Alembic starts and commits its own. A process that
+    dies holding it loses its connection, and Postgres releases the lock with it."""
+    if connection.dialect.name != "postgresql":
+        yield
+        return
+    await connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+    await connection.commit()
+    try:
+        yield
+    finally:
+        await connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATION_LOCK_KEY})
+        await connection.commit()
 
 
 class Database:

@@ -7,6 +7,10 @@ replica takes over once the lease has expired. A replica that cannot reach the d
 not holding the lease, and holding also ends by the replica's own clock when a renewal is overdue, so a
 stalled leader stops acting as one no later than the others may take over. Acquiring and renewing is one
 atomic statement (storage.crud.acquire_lease), so two replicas never both win.
+
+Expiry is stored and compared by the database's clock (`now()` in SQL), which every replica shares; a
+replica's own clock only measures how long its last renewal lasts (a duration, which an offset clock
+still measures right), so a replica whose clock runs minutes fast cannot take a live lease.
 """
 
 from __future__ import annotations
@@ -67,14 +71,13 @@ class LeaderLease:
         now = self._clock()
         try:
             async with self._db.session() as session:
-                won = await crud.acquire_lease(
-                    session, name=self.name, holder=self.holder, now=now, ttl_seconds=self._ttl
-                )
+                won = await crud.acquire_lease(session, name=self.name, holder=self.holder, ttl_seconds=self._ttl)
         except Exception:
             log.exception("lease %s: could not acquire or renew; not leader until it works again", self.name)
             won = False
         self._held = won
-        # Counted from before the attempt: never later than the expiry the database recorded.
+        # Counted from before the attempt (by this replica's clock, which only measures the ttl's length here):
+        # never later than the expiry the database recorded by its own clock.
         self._held_until = now + timedelta(seconds=self._ttl) if won else None
         if won and not was_held:
             log.info("lease %s: %s is the leader", self.name, self.holder)

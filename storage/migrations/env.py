@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from sqlmodel import SQLModel
 
 import storage.models  # noqa: F401  (registers the tables on SQLModel.metadata)
+from storage.db import migration_lock
 
 target_metadata = SQLModel.metadata
 
@@ -27,7 +28,7 @@ def _run(connection: Connection) -> None:
 
 async def _run_async() -> None:
     engine = create_async_engine(context.config.get_main_option("sqlalchemy.url") or "", poolclass=pool.NullPool)
-    async with engine.connect() as connection:
+    async with engine.connect() as connection, migration_lock(connection):  # replicas upgrade one at a time
         await connection.run_sync(_run)
     await engine.dispose()
 

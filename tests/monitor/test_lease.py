@@ -1,14 +1,20 @@
-"""The leader lease: one replica holds it, another takes over after expiry, run() renews and releases."""
+"""The leader lease: one replica holds it, another takes over after expiry, run() renews and releases.
+
+Expiry is by the database's clock; the replicas' clocks here are injected, some of them minutes off."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from sqlalchemy import text
+from sqlmodel import select
 
 from bot.monitor.lease import LeaderLease, default_holder
 from storage.db import Database
+from storage.models import Lease, utcnow
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 
@@ -40,13 +46,72 @@ async def test_only_one_replica_holds_the_lease(db: Database) -> None:
     assert a.held
 
 
-async def test_another_replica_takes_over_after_expiry(db: Database) -> None:
-    clock = Clock()
-    a, b = lease(db, "a", clock), lease(db, "b", clock)
+class SkewedClock:
+    """Real time, off by a fixed offset (a replica whose clock is wrong)."""
+
+    def __init__(self, offset: timedelta) -> None:
+        self.offset = offset
+
+    def __call__(self) -> datetime:
+        return utcnow() + self.offset
+
+
+async def database_now(db: Database) -> datetime:
+    async with db.engine.connect() as connection:
+        if connection.dialect.name == "postgresql":
+            value = (await connection.execute(text("SELECT now()"))).scalar_one()
+            return value.astimezone(UTC)
+        value = (await connection.execute(text("SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')"))).scalar_one()
+        return datetime.fromisoformat(value).replace(tzinfo=UTC)
+
+
+async def stored_expiry(db: Database) -> datetime:
+    async with db.session() as session:
+        return (await session.exec(select(Lease).where(Lease.name == "monitors"))).one().expires_at
+
+
+async def test_a_replica_with_a_fast_clock_cannot_take_a_live_lease(db: Database) -> None:
+    a = LeaderLease(db=db, name="monitors", holder="a", ttl=15, renew_every=5, clock=SkewedClock(timedelta(0)))
+    fast = SkewedClock(timedelta(minutes=10))  # by b's clock, a's lease ran out ten minutes ago
+    b = LeaderLease(db=db, name="monitors", holder="b", ttl=15, renew_every=5, clock=fast)
     assert await a.try_acquire() is True
-    clock.advance(16)  # a stalled: no renewal
+    assert await b.try_acquire() is False
+    assert (a.held, b.held) == (True, False)
+    expiry = await stored_expiry(db)
+    db_now = await database_now(db)
+    assert timedelta(seconds=14) < expiry - db_now <= timedelta(seconds=15), "stored by the database's clock"
+    slow = LeaderLease(db=db, name="monitors", holder="c", ttl=15, renew_every=5, clock=SkewedClock(-fast.offset))
+    assert await slow.try_acquire() is False, "nor one whose clock runs slow"
+
+
+async def test_after_the_leader_stops_renewing_another_takes_over_once_the_database_says_it_expired(
+    db: Database,
+) -> None:
+    ttl = 2.0
+    # a's clock runs slow: by it, its lease would last ten more minutes; b's runs fast.
+    a = LeaderLease(
+        db=db, name="monitors", holder="a", ttl=ttl, renew_every=1, clock=SkewedClock(-timedelta(minutes=10))
+    )
+    b = LeaderLease(
+        db=db, name="monitors", holder="b", ttl=ttl, renew_every=1, clock=SkewedClock(timedelta(minutes=10))
+    )
+    assert await a.try_acquire() is True  # and then a stalls: no renewal
+    expiry = await stored_expiry(db)
+    refused = 0
+    deadline = time.monotonic() + 15
+    while True:
+        before = await database_now(db)
+        won = await b.try_acquire()
+        after = await database_now(db)
+        if won:
+            assert after >= expiry, "taken only once the database's clock passed the expiry"
+            break
+        assert before <= expiry, "refused only while the lease was live by the database's clock"
+        refused += 1
+        assert time.monotonic() < deadline, "b never took the expired lease"
+        await asyncio.sleep(0.05)
+    assert refused >= 1, "b was refused while a's lease was live"
     assert a.held is False, "by its own clock a stops counting as leader when its ttl has run out"
-    assert await b.try_acquire() is True
     assert await a.try_acquire() is False
     assert (a.held, b.held) == (False, True)
 
