@@ -11,6 +11,7 @@ import shlex
 from dataclasses import dataclass
 
 from bot.access import Action
+from bot.names import shown
 from bot.audit_view import ACTIONS
 
 MAX_TEXT = 1000  # a real /cluster command is a few dozen characters; longer text is a paste gone wrong
@@ -186,11 +187,9 @@ def _all_usage() -> str:
 
 
 def _shown(text: str, limit: int = 40) -> str:
-    """A user's word quoted back safely: short, no backticks to break out of code formatting, and
-    Slack's control characters escaped so `<!channel>` or `<@U1>` never becomes a mention."""
-    clean = text.replace("`", "'").replace("\n", " ")
-    clean = clean if len(clean) <= limit else clean[: limit - 1] + "…"
-    return clean.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """A user's word quoted back safely (bot.names.shown: short, no backticks, no control characters, no
+    mentions)."""
+    return shown(text, limit)
 
 
 def _cluster_ref(word: str, usage: str) -> ClusterRef:

@@ -15,10 +15,12 @@ import shlex
 import unicodedata
 from dataclasses import dataclass
 from datetime import date
+from typing import NamedTuple
 
 from bot.access import Action
 from bot.commands import DIGITS, ORG_ID, UsageError, _shown
 from bot.digest.facts import TYPED_KINDS, RecordKind
+from bot.names import did_you_mean
 
 MAX_TEXT = 2000  # the whole command; a record's text has its own, smaller limit
 MAX_RECORD_TEXT = 1500
@@ -26,6 +28,35 @@ MAX_WEEKS = 52
 MAX_REQUIREMENTS = 20  # pairs in one `/track require`
 MAX_REQUIREMENT_VALUE = 200  # storage: org_requirements.value
 REQUIREMENT_KEY = re.compile(r"[a-z][a-z0-9_]{0,39}")  # storage: org_requirements.key
+CUSTOM_PREFIX = "x-"  # a key of the org's own, e.g. `x-tokenizer=sentencepiece`: stored as written
+
+
+class RequirementKey(NamedTuple):
+    key: str
+    meaning: str
+
+
+# What a program admin tracks of each org's training run; a typo of one of these (`model_szie`) is refused
+# rather than stored as a requirement nobody will find. Anything else is written as x-KEY.
+REQUIREMENT_KEYS: tuple[RequirementKey, ...] = (
+    RequirementKey("model_size", "parameters of the model trained, e.g. 70B"),
+    RequirementKey("framework", "training framework and version, e.g. NeMo 2.0"),
+    RequirementKey("instance_type", "accelerator instance type, e.g. p5.48xlarge"),
+    RequirementKey("instance_count", "accelerator instances needed at once"),
+    RequirementKey("storage", "shared storage, e.g. FSx for Lustre 1.2 TB"),
+    RequirementKey("deadline", "date the run must be done by, e.g. 2026-12-01"),
+    RequirementKey("dataset", "training data, e.g. a corpus and its size"),
+    RequirementKey("tokens_target", "tokens to train on, e.g. 2T"),
+    RequirementKey("precision", "numeric precision, e.g. bf16 or fp8"),
+    RequirementKey("parallelism", "tensor, pipeline and data parallel layout, e.g. TP8 PP4 DP16"),
+    RequirementKey("sequence_length", "context length trained at, e.g. 8192"),
+    RequirementKey("global_batch_size", "sequences per optimizer step"),
+    RequirementKey("checkpoint_interval", "steps or minutes between checkpoints"),
+    RequirementKey("region", "AWS region the run needs"),
+    RequirementKey("contact", "who to ask about the run"),
+    RequirementKey("notes", "anything else the program should know"),
+)
+KNOWN_REQUIREMENTS = frozenset(known.key for known in REQUIREMENT_KEYS)
 RECORD_ID = re.compile(r"[0-9]{1,9}")  # ASCII only, like DIGITS; 9 digits fit any integer column
 WEEK = re.compile(r"([0-9]{4})-W([0-9]{2})")  # ASCII only: `\d` would accept other scripts' digits
 FIRST_WORD = re.compile(r"(\S+)(.*)", re.DOTALL)
@@ -39,7 +70,7 @@ TRACK_USAGE = {
     "lesson": _RECORD_USAGE,
     "require": (
         "/track require KEY=VALUE ... [--org ORG]   "
-        "(keys such as model_size, framework, instance_type, instance_count, storage, deadline)"
+        "(keys such as model_size, framework, instance_type, instance_count, storage, deadline; your own: x-KEY)"
     ),
     "resolve": "/track resolve ID",
     "show": "/track show [ORG] [--weeks N]",
@@ -261,13 +292,7 @@ def _require(rest: str, usage: str) -> SetRequirements:
         raw_key, equals, raw_value = word.partition("=")
         if not equals:
             raise UsageError(f"`{_shown(word)}` is not KEY=VALUE, e.g. `model_size=70B`.", usage)
-        key, value = raw_key.lower(), raw_value.strip()
-        if not REQUIREMENT_KEY.fullmatch(key):
-            raise UsageError(
-                f"`{_shown(raw_key)}` is not a requirement key: keys are lowercase letters, digits and underscores, "
-                "starting with a letter, up to 40 characters.",
-                usage,
-            )
+        key, value = _requirement_key(raw_key, usage), raw_value.strip()
         if not value:
             raise UsageError(f"`{key}` needs a value, e.g. `{key}=...`.", usage)
         if len(value) > MAX_REQUIREMENT_VALUE:
@@ -284,11 +309,39 @@ def _require(rest: str, usage: str) -> SetRequirements:
         pairs[key] = value
     if not pairs:
         raise UsageError(
-            'Say which requirements to set, e.g. `/track require model_size=70B framework="NeMo 2.0"`.', usage
+            'Say which requirements to set, e.g. `/track require model_size=70B framework="NeMo 2.0"`. '
+            "The keys:\n" + known_requirements(),
+            usage,
         )
     if len(pairs) > MAX_REQUIREMENTS:
         raise UsageError(f"That sets {len(pairs)} requirements; set at most {MAX_REQUIREMENTS} at a time.", usage)
     return SetRequirements(pairs=tuple(pairs.items()), org=org)
+
+
+def known_requirements() -> str:
+    """The known keys, one per line with its meaning (for the reply to `/track require` alone)."""
+    return "\n".join(f"`{known.key}`: {known.meaning}" for known in REQUIREMENT_KEYS)
+
+
+def _requirement_key(raw_key: str, usage: str) -> str:
+    key = raw_key.lower()
+    custom = key.startswith(CUSTOM_PREFIX)
+    name = key.removeprefix(CUSTOM_PREFIX) if custom else key
+    if not REQUIREMENT_KEY.fullmatch(name) or len(key) > 40:
+        raise UsageError(
+            f"`{_shown(raw_key)}` is not a requirement key: keys are lowercase letters, digits and underscores, "
+            "starting with a letter, up to 40 characters.",
+            usage,
+        )
+    if not custom and key not in KNOWN_REQUIREMENTS:
+        known = [known.key for known in REQUIREMENT_KEYS]
+        keys = ", ".join(f"`{name}`" for name in known)
+        raise UsageError(
+            f"`{key}` is not a requirement Pitcrew knows.{did_you_mean(key, known)} The keys are {keys}; "
+            f"write one of the org's own as `x-{key}=...`.",
+            usage,
+        )
+    return key
 
 
 def _resolve(args: list[str], usage: str) -> ResolveRecord:

@@ -32,6 +32,9 @@ async def _episode_for(
     """The clicked alert's episode if the clicker may act on it; else the answer saying why not."""
     user_id = body["user"]["id"]
     value = str(body["actions"][0].get("value") or "")[:32]
+    # An episode id is a positive integer column: ASCII digits only ("²".isdigit() is true) and in range.
+    if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= 2**31 - 1:
+        return None, blocks.problem(UNKNOWN)
     row = await services.monitor.episode(value)
     if row is None:
         return None, blocks.problem(UNKNOWN)
