@@ -313,20 +313,83 @@ async def add_silence(session: AsyncSession, *, silence: Silence) -> Silence:
 
 
 async def active_silence(
-    session: AsyncSession, *, org_id: str, backend: str, cluster_name: str, now: datetime
+    session: AsyncSession,
+    *,
+    org_id: str,
+    backend: str,
+    cluster_name: str,
+    now: datetime,
+    also: Sequence[str] = (),
 ) -> Silence | None:
-    """The latest silence set on a cluster that still runs at now."""
+    """The latest silence set on a cluster that still runs at now (not past its time, not ended early).
+    `also`: other backends whose same-named silences count too (a training job names its cluster only)."""
     query = (
         select(Silence)
         .where(
             Silence.org_id == org_id,
-            Silence.backend == backend,
+            col(Silence.backend).in_([backend, *also]),
             Silence.cluster_name == cluster_name,
             col(Silence.until) > now,
+            col(Silence.ended_at).is_(None),
         )
         .order_by(col(Silence.created_at).desc(), col(Silence.id).desc())
     )
     return (await session.exec(query)).first()
+
+
+async def episode_with_message(session: AsyncSession, *, channel_id: str, message_ts: str) -> Episode | None:
+    """The episode whose own alert is that message (not one held back into its thread by a silence)."""
+    query = (
+        select(Episode)
+        .where(
+            Episode.channel_id == channel_id,
+            Episode.message_ts == message_ts,
+            col(Episode.silenced).is_(False),
+        )
+        .order_by(col(Episode.id))
+    )
+    return (await session.exec(query)).first()
+
+
+async def get_silence(session: AsyncSession, *, silence_id: int) -> Silence | None:
+    return await session.get(Silence, silence_id)
+
+
+async def update_silence(session: AsyncSession, *, silence_id: int, values: dict[str, Any]) -> None:
+    await session.exec(update(Silence).where(col(Silence.id) == silence_id).values(**values))
+    await session.commit()
+
+
+async def end_silence(session: AsyncSession, *, silence_id: int, by: str, now: datetime) -> bool:
+    """End a running silence early, in one conditional UPDATE: True for the one caller that ended it, False
+    when it had ended already (pressed before, or its time was up)."""
+    result = await session.exec(
+        update(Silence)
+        .where(col(Silence.id) == silence_id, col(Silence.ended_at).is_(None), col(Silence.until) > now)
+        .values(ended_at=now, ended_by=by)
+    )
+    await session.commit()
+    return bool(result.rowcount)
+
+
+async def confirmed_replacements(
+    session: AsyncSession, *, org_id: str, backend: str, cluster_name: str, since: datetime
+) -> Sequence[Operation]:
+    """Replaces of a cluster's nodes that were confirmed and accepted by AWS (started_at set) since `since`:
+    what tells a node's replacement from a node that merely joined its group."""
+    query = (
+        select(Operation)
+        .where(
+            Operation.org_id == org_id,
+            Operation.backend == backend,
+            Operation.cluster_name == cluster_name,
+            Operation.kind == "replace",
+            col(Operation.started_at).is_not(None),
+            col(Operation.started_at) >= since,
+        )
+        .order_by(col(Operation.started_at))
+    )
+    return (await session.exec(query)).all()
 
 
 def _database_now(session: AsyncSession, *, plus_seconds: float = 0.0) -> Any:

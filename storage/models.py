@@ -200,10 +200,18 @@ class Episode(SQLModel, table=True):
     acked_by: str | None = _text(24, default=None)
     acked_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime()))
     node_hours_lost: float = 0.0
+    # The failed node's group at the last look that still listed it (ids, and its target count): a node
+    # that appears later, the group not having grown, is its replacement; one already there is not.
+    group_nodes: list[str] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    group_target: int | None = None
+    # The link to this episode's earlier message, when it reopened after closing and posted a new one.
+    follows: str | None = Field(default=None, max_length=500)
 
 
 class Silence(SQLModel, table=True):
-    """Alerts of one cluster silenced until a time; later failures go to the thread it was set from."""
+    """Alerts of one cluster (node, cluster and throughput alike, whichever alert it was set from) silenced
+    until a time or until someone presses Unsilence; what they would have posted goes to the thread it was
+    set from."""
 
     __tablename__ = "silences"
     __table_args__ = (Index("ix_silences_org_backend_cluster", "org_id", "backend", "cluster_name"),)
@@ -217,6 +225,9 @@ class Silence(SQLModel, table=True):
     channel_id: str = _text(24, default="")
     thread_ts: str = _text(32, default="")  # the alert message the silence was set from
     created_at: datetime = _utc_column(nullable=False)
+    message_ts: str | None = Field(default=None, max_length=32)  # its own message, with the Unsilence button
+    ended_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime()))  # Unsilence pressed
+    ended_by: str | None = Field(default=None, max_length=24)
 
 
 class Lease(SQLModel, table=True):

@@ -84,6 +84,16 @@ class AlertDesk:
             log.warning("could not post an alert in %s: %s", channel, describe_error(error))
             return None
 
+    async def permalink(self, channel: str, ts: str) -> str | None:
+        """The link to a message (chat.getPermalink, a read through the poster's client); None if Slack fails."""
+        try:
+            answer = await self.poster.client.chat_getPermalink(channel=channel, message_ts=ts)
+        except Exception as error:
+            log.warning("no permalink for %s in %s: %s", ts, channel, describe_error(error))
+            return None
+        link = answer.get("permalink")
+        return str(link) if link else None
+
     async def edit(self, channel: str, ts: str, reply: Reply) -> None:
         try:
             await self.poster.update(channel=channel, ts=ts, reply=reply)

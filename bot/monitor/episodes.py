@@ -20,7 +20,7 @@ REOPEN_WINDOW = timedelta(minutes=30)
 STORM_NODES = 5  # this many nodes of one cluster failing in one look make one grouped message
 CLUSTER_KEY = "cluster"
 GONE = "gone"  # the failed instance left the cluster and no successor is there yet
-# A replacement is launched within hours of the failure; a node launched days later is a scale-up, not it.
+# A confirmed replace is looked for this long after AWS accepted it (replacements take minutes, not hours).
 SUCCESSOR_WINDOW = timedelta(hours=6)
 GONE_FOR_GOOD = timedelta(hours=24)  # a node gone this long with no successor was removed, not replaced
 
@@ -38,10 +38,24 @@ class Known:
     group: str
     opened_at: datetime
     closed_at: datetime | None = None
+    # The group's nodes and target at the last look that listed the current node; None if never recorded
+    # (an episode stored before they were kept: it gets no automatic successor, only a confirmed one).
+    group_nodes: frozenset[str] | None = None
+    group_target: int | None = None
 
     @property
     def current(self) -> str:
         return self.node_ids[-1] if self.node_ids else CLUSTER_KEY
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """A replace of some nodes that Pitcrew confirmed and AWS accepted (from the operation's record)."""
+
+    node_ids: frozenset[str]  # AWS's `Successful`: the nodes being replaced
+    before_ids: frozenset[str]  # the groups' nodes when the replace was planned
+    started_at: datetime  # when AWS accepted it
+    confirmed_by: str = ""
 
 
 @dataclass(frozen=True)
@@ -53,6 +67,8 @@ class Opened:
     status: str
     message: str
     reopens: int | None = None  # the id of a recently closed episode this failure reopens
+    group_nodes: frozenset[str] = frozenset()
+    group_target: int | None = None
 
 
 @dataclass(frozen=True)
@@ -61,7 +77,9 @@ class Changed:
     node_ids: tuple[str, ...]
     status: str
     message: str
-    note: str  # one line for the episode's thread
+    note: str  # one line for the episode's thread; "" for bookkeeping only (nothing to tell anyone)
+    group_nodes: frozenset[str] | None = None  # set when the group's membership or target moved
+    group_target: int | None = None
 
 
 @dataclass(frozen=True)
@@ -102,34 +120,69 @@ def with_hints(cluster: Cluster, hints: Mapping[str, tuple[bool, str]]) -> Clust
     return replace(cluster, nodes=tuple(nodes))
 
 
-def _successor(episode: Known, nodes: Sequence[Node], claimed: set[str]) -> Node | None:
-    """A new instance in the failed node's group, launched after the failure: its replacement."""
-    candidates = [
+def group_target(cluster: Cluster, group: str) -> int | None:
+    """How many nodes the group is meant to have: the target AWS states, or, where the backend does not say
+    (ParallelCluster without its API), the nodes listed in it. None for a group not in the listing at all."""
+    groups = [g for g in cluster.groups if g.name == group or g.name.startswith(f"{group}/")]
+    if groups and all(g.target is not None for g in groups):
+        return sum(g.target or 0 for g in groups)
+    listed = sum(1 for node in cluster.nodes if node.group == group)
+    return listed if listed or groups else None
+
+
+def _group_nodes(cluster: Cluster, group: str) -> frozenset[str]:
+    return frozenset(node.node_id for node in cluster.nodes if node.group == group)
+
+
+def _successor(
+    episode: Known, cluster: Cluster, claimed: set[str], replacements: Sequence[Replacement], now: datetime
+) -> tuple[Node, str] | None:
+    """The node that replaced the episode's current node, and how ("replace confirmed by ..." or
+    "automatic recovery"); None while there is none, and for any node that merely joined the group."""
+    fresh = [
         node
-        for node in nodes
+        for node in cluster.nodes
         if node.group == episode.group
         and node.node_id not in claimed
-        and node.launch_time is not None
-        and episode.opened_at <= node.launch_time <= episode.opened_at + SUCCESSOR_WINDOW
+        and (episode.group_nodes is None or node.node_id not in episode.group_nodes)
     ]
-    return min(candidates, key=lambda node: (node.launch_time or episode.opened_at, node.node_id), default=None)
+    confirmed = [r for r in replacements if episode.current in r.node_ids and now - r.started_at <= SUCCESSOR_WINDOW]
+    for replacement in sorted(confirmed, key=lambda r: r.started_at, reverse=True):
+        candidates = [node for node in fresh if node.node_id not in replacement.before_ids]
+        if candidates:
+            by = f" confirmed by <@{replacement.confirmed_by}>" if replacement.confirmed_by else ""
+            return _earliest(candidates), f"the replace{by}"
+    if episode.group_nodes is None or episode.group_target is None:
+        return None  # nothing to tell a new node from a scale-up node by
+    target = group_target(cluster, episode.group)
+    if target is None or target > episode.group_target:
+        return None  # the group grew: a new node may be a scale-up node, so none is taken for the successor
+    return (_earliest(fresh), "automatic recovery") if fresh else None
 
 
-def assess(cluster: Cluster, episodes: Sequence[Known], *, now: datetime) -> Verdict:
-    """What changed since `episodes` (the cluster's open ones, and those closed within REOPEN_WINDOW)."""
+def _earliest(nodes: Sequence[Node]) -> Node:
+    return min(nodes, key=lambda node: (node.launch_time is None, node.launch_time or datetime.min, node.node_id))
+
+
+def assess(
+    cluster: Cluster, episodes: Sequence[Known], *, now: datetime, replacements: Sequence[Replacement] = ()
+) -> Verdict:
+    """What changed since `episodes` (the cluster's open ones, and those closed within REOPEN_WINDOW).
+    `replacements`: the replaces Pitcrew confirmed on this cluster lately (their node ids, from AWS)."""
     verdict = Verdict()
     nodes = {node.node_id: node for node in cluster.nodes}
     open_nodes = [e for e in episodes if e.open and e.kind == "node"]
     claimed = {node_id for e in open_nodes for node_id in e.node_ids}
     for episode in open_nodes:
-        _follow(episode, nodes, cluster.nodes, claimed, verdict, now)
+        _follow(episode, nodes, cluster, claimed, replacements, verdict, now)
     recent = [
         e for e in episodes if not e.open and e.kind == "node" and e.closed_at and now - e.closed_at <= REOPEN_WINDOW
     ]
     for node in cluster.nodes:
         if node.health is not Health.UNHEALTHY or node.node_id in claimed:
             continue
-        again = next((e for e in recent if node.node_id in e.node_ids), None)
+        # Only the node the episode ended with: an earlier id of it is gone, and any other node is not it.
+        again = next((e for e in recent if e.current == node.node_id), None)
         if again is not None:
             recent.remove(again)
         verdict.opened.append(
@@ -141,6 +194,8 @@ def assess(cluster: Cluster, episodes: Sequence[Known], *, now: datetime) -> Ver
                 status=node.status,
                 message=node.message,
                 reopens=again.id if again else None,
+                group_nodes=_group_nodes(cluster, node.group),
+                group_target=group_target(cluster, node.group),
             )
         )
     _cluster_level(cluster, episodes, now, verdict)
@@ -150,35 +205,48 @@ def assess(cluster: Cluster, episodes: Sequence[Known], *, now: datetime) -> Ver
 def _follow(
     episode: Known,
     nodes: Mapping[str, Node],
-    listed: Sequence[Node],
+    cluster: Cluster,
     claimed: set[str],
+    replacements: Sequence[Replacement],
     verdict: Verdict,
     now: datetime,
 ) -> None:
     node = nodes.get(episode.current)
     if node is None:
-        successor = _successor(episode, listed, claimed)
-        if successor is None:
+        found = _successor(episode, cluster, claimed, replacements, now)
+        if found is None:
             if now - episode.opened_at > GONE_FOR_GOOD:
                 verdict.closed.append(Closed(episode.id, f"`{episode.current}` left the cluster and was not replaced"))
             elif episode.status != GONE:
                 note = f"`{episode.current}` left the cluster; waiting for its replacement to appear"
                 verdict.changed.append(Changed(episode.id, episode.node_ids, GONE, "", note))
             return
+        successor, how = found
         claimed.add(successor.node_id)
         node_ids = (*episode.node_ids, successor.node_id)
+        snapshot = _group_nodes(cluster, episode.group)
+        target = group_target(cluster, episode.group)
         if successor.health is Health.HEALTHY:
-            verdict.closed.append(Closed(episode.id, f"replaced by `{successor.node_id}`, which is Running"))
-            verdict.changed.append(Changed(episode.id, node_ids, successor.status, successor.message, ""))
+            note = f"replaced by `{successor.node_id}`, which is Running ({how})"
+            verdict.closed.append(Closed(episode.id, note))
+            verdict.changed.append(
+                Changed(episode.id, node_ids, successor.status, successor.message, "", snapshot, target)
+            )
             return
-        note = f"replacement `{successor.node_id}` is {successor.status}"
-        verdict.changed.append(Changed(episode.id, node_ids, successor.status, successor.message, note))
+        note = f"replacement `{successor.node_id}` is {successor.status} ({how})"
+        verdict.changed.append(
+            Changed(episode.id, node_ids, successor.status, successor.message, note, snapshot, target)
+        )
         return
+    snapshot, target = _group_nodes(cluster, episode.group), group_target(cluster, episode.group)
+    moved = snapshot != episode.group_nodes or target != episode.group_target
     if node.health is Health.HEALTHY:
         verdict.closed.append(Closed(episode.id, f"`{node.node_id}` is {node.status} again"))
     elif node.status != episode.status or node.message != episode.message:
         note = f"`{node.node_id}`: {episode.status} → {node.status}" + (f" ({node.message})" if node.message else "")
-        verdict.changed.append(Changed(episode.id, episode.node_ids, node.status, node.message, note))
+        verdict.changed.append(Changed(episode.id, episode.node_ids, node.status, node.message, note, snapshot, target))
+    elif moved:  # the group changed around the failed node (say, a scale-up): remembered, not told
+        verdict.changed.append(Changed(episode.id, episode.node_ids, node.status, node.message, "", snapshot, target))
 
 
 def _cluster_level(cluster: Cluster, episodes: Sequence[Known], now: datetime, verdict: Verdict) -> None:

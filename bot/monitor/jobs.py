@@ -14,6 +14,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 from bot.config import ProgramConfig
 from bot.monitor.desk import AlertDesk
@@ -25,7 +26,8 @@ from storage.models import Episode, ThroughputSample
 
 log = logging.getLogger(__name__)
 
-BACKEND = "throughput"  # the episodes' backend for jobs: keys and silences stay apart from the nodes'
+BACKEND = "throughput"  # the episodes' backend for jobs: keys stay apart from the nodes'
+NODE_BACKENDS = ("hyperpod", "pcluster")  # a silence set on a node alert of the cluster holds its jobs' too
 KIND = "job"
 WINDOW = timedelta(hours=3)  # samples replayed through the detector at each check
 CHART_WINDOW = timedelta(hours=6)
@@ -69,6 +71,17 @@ def run_detector(rows: Sequence[ThroughputSample], thresholds: Thresholds, now: 
         detector.observe(sample_of(row))
     _advance(detector, now)
     return detector
+
+
+def failed_node_text(episode: Episode, *, since: datetime, tz: ZoneInfo) -> str:
+    """The node that failed, named as it was when it failed: the one that opened the episode, at its opening
+    (a later replacement did not exist then), or, for a failure again since `since`, the node of that."""
+    failing_since = episode.failing_since or episode.opened_at
+    if episode.reopened and failing_since >= since and episode.node_ids:
+        return f"`{episode.node_ids[-1]}` (failed again at {when(failing_since, tz)})"
+    first = episode.node_ids[0] if episode.node_ids else episode.node_key
+    later = f", replaced by `{episode.node_ids[-1]}`" if len(episode.node_ids) > 1 else ""
+    return f"`{first}` (failed at {when(episode.opened_at, tz)}{later})"
 
 
 def unit_of(rows: Sequence[ThroughputSample]) -> str:
@@ -179,7 +192,8 @@ class ThroughputMonitor:
         if row is not None and row.status == current.kind:
             return 0
         if row is not None:  # a slowdown became a hang (or back): the same episode, not a recovery
-            message = f"{self._figures(detector, current, unit_of(rows))} Now a {current.kind}."
+            cause = await self._likely_cause(org_id, cluster, current.start, now)
+            message = f"{self._figures(detector, current, unit_of(rows))} Now a {current.kind}. {cause}"
             await self._desk.update(row, {"status": current.kind, "message": message[:1000], "updated_at": now})
             if row.message_ts and not row.silenced:
                 note = f":red_circle: It is now a {current.kind}: {message}"
@@ -210,10 +224,7 @@ class ThroughputMonitor:
         nodes = [e for e in seen if e.cluster_name == cluster and e.kind == "node" and e.backend != BACKEND]
         if not nodes:
             return "No node of this cluster failed in the same window."
-        listed = ", ".join(
-            f"`{e.node_ids[-1] if e.node_ids else e.node_key}` ({e.status} at {when(e.opened_at, self._desk.tz)})"
-            for e in nodes[:5]
-        )
+        listed = ", ".join(failed_node_text(e, since=since - CAUSE_WINDOW, tz=self._desk.tz) for e in nodes[:5])
         return f"Likely cause: node failure in the same window: {listed}."
 
     async def _open(
@@ -249,11 +260,13 @@ class ThroughputMonitor:
         if row is None or not row.channel_id:
             return  # another replica opened it, and posts it
         async with self._desk.db.session() as session:
-            silence = await crud.active_silence(session, org_id=org_id, backend=BACKEND, cluster_name=cluster, now=now)
-        if silence is not None:
+            silence = await crud.active_silence(
+                session, org_id=org_id, backend=BACKEND, cluster_name=cluster, now=now, also=NODE_BACKENDS
+            )
+        if silence is not None:  # held back, no message nor coordination line: listed in the silence's thread
             await self._desk.update(row, {"silenced": True, "message_ts": silence.thread_ts})
-            note = f":mute: While silenced: job `{job}` {anomaly.kind}. {message}"
-            await self._desk.post(silence.channel_id, alerts.thread_note(note), thread_ts=silence.thread_ts)
+            line = alerts.held_back_line(f"job `{job}` {anomaly.kind}", message, at=now, tz=self._desk.tz)
+            await self._desk.post(silence.channel_id, line, thread_ts=silence.thread_ts)
             return
         ts = await self._post_alert(row, now)
         if ts:
@@ -272,7 +285,11 @@ class ThroughputMonitor:
     async def _close(
         self, row: Episode, detector: JobDetector, rows: Sequence[ThroughputSample], now: datetime, *, note: str
     ) -> None:
-        if not await self._desk.close(row, {"closed_at": now, "updated_at": now}) or row.silenced:
+        message = await self._recovered(row, detector, rows, now)
+        if not await self._desk.close(row, {"closed_at": now, "updated_at": now, "message": message[:1000]}):
+            return
+        row.message = message[:1000]
+        if row.silenced:
             return
         figures = self._figures(detector, None, unit_of(rows))
         text = f":large_green_circle: Recovered: {note}. {figures}".strip()
@@ -283,6 +300,25 @@ class ThroughputMonitor:
             message=alerts.job_alert(row, org_name=self._desk.org_name(row.org_id), tz=self._desk.tz, now=now),
             line=alerts.job_coordination_line(row, channel=row.channel_id, now=now),
         )
+
+    async def _recovered(
+        self, row: Episode, detector: JobDetector, rows: Sequence[ThroughputSample], now: datetime
+    ) -> str:
+        """The alert's figures once throughput is back: the rate now, not the rate during the anomaly."""
+        unit = unit_of(rows)
+        since = row.failing_since or row.opened_at
+        values = [(r.ts, v) for r in rows if r.event is None and (v := sample_of(r).value) is not None]
+        parts = []
+        if values:
+            ts, last = values[-1]
+            parts.append(f"Back to {last:,.0f} {unit} at {when(ts, self._desk.tz)}")
+        if detector.baseline is not None:
+            parts.append(f"baseline {detector.baseline:,.0f} {unit}")
+        during = [v for t, v in values if since <= t < (values[-1][0] if values else now)]
+        worst = min(during) if during else 0.0  # a hang has no samples at all: nothing went through
+        text = ", ".join(parts) + "." if parts else ""
+        text += f" At its worst {worst:,.0f} {unit}."
+        return f"{text} {await self._likely_cause(row.org_id, row.cluster_name, since, now)}".strip()
 
     async def chart(
         self, org_id: str, cluster: str, job: str | None, *, hours: float, now: datetime, anomaly: Anomaly | None = None

@@ -23,8 +23,10 @@ from bot.monitor.desk import AlertDesk
 from bot.monitor.episodes import (
     CLUSTER_KEY,
     REOPEN_WINDOW,
+    SUCCESSOR_WINDOW,
     Known,
     Opened,
+    Replacement,
     Verdict,
     assess,
     gone,
@@ -35,7 +37,7 @@ from bot.monitor.events import NodeHint
 from bot.slack import alerts
 from bot.slack.blocks import Reply, when
 from storage import crud
-from storage.models import Episode, Silence
+from storage.models import Episode, Operation, Silence
 
 if TYPE_CHECKING:
     from bot.metrics import Metrics
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 EVENTS_REMEMBERED = timedelta(days=1)  # far longer than SQS's redelivery and SageMaker's repeats
 CLUSTER_BACKENDS = frozenset(backend.value for backend in Backend)
+THROUGHPUT_BACKEND = "throughput"  # bot.monitor.jobs.BACKEND: a silence set on a job's alert holds these too
 UNPOSTED_GRACE = timedelta(minutes=2)  # longer than any opener takes to post its own alert
 
 
@@ -69,6 +72,21 @@ def _known(row: Episode) -> Known:
         group=row.group_name,
         opened_at=row.failing_since or row.opened_at,
         closed_at=row.closed_at,
+        group_nodes=frozenset(row.group_nodes) if row.group_nodes is not None else None,
+        group_target=row.group_target,
+    )
+
+
+def _replacement(operation: Operation) -> Replacement | None:
+    """A confirmed replace as the episodes need it: the ids AWS accepted, the group before, when."""
+    if operation.started_at is None:
+        return None
+    request = operation.request
+    return Replacement(
+        node_ids=frozenset(str(node_id) for node_id in request.get("successful", [])),
+        before_ids=frozenset(str(node_id) for node_id in request.get("before_ids", [])),
+        started_at=operation.started_at,
+        confirmed_by=operation.confirmed_by or "",
     )
 
 
@@ -182,10 +200,37 @@ class NodeMonitor:
         async with self._locks[key]:
             # Read afresh under the lock: the event path may have changed them since the sweep's snapshot.
             mine = [r for r in await self._episodes(cluster.org) if (r.backend, r.cluster_name) == key[1:]]
-            verdict = assess(with_hints(cluster, hints), [_known(r) for r in mine], now=self._clock())
+            replacements = await self._replacements(cluster) if any(r.state == "open" for r in mine) else []
+            verdict = assess(
+                with_hints(cluster, hints), [_known(r) for r in mine], now=self._clock(), replacements=replacements
+            )
             if verdict:
                 await self._apply(cluster.org, cluster.backend.value, cluster.name, cluster, verdict, mine)
             return verdict
+
+    async def _replacements(self, cluster: Cluster) -> list[Replacement]:
+        """The replaces of this cluster's nodes Pitcrew confirmed lately (the facts a successor needs)."""
+        async with self._db.session() as session:
+            operations = await crud.confirmed_replacements(
+                session,
+                org_id=cluster.org,
+                backend=cluster.backend.value,
+                cluster_name=cluster.name,
+                since=self._clock() - SUCCESSOR_WINDOW,
+            )
+        return [r for r in map(_replacement, operations) if r is not None]
+
+    async def _silence(self, org_id: str, backend: str, name: str) -> Silence | None:
+        """The silence holding back this cluster's alerts: set on one of its node alerts or job alerts."""
+        async with self._db.session() as session:
+            return await crud.active_silence(
+                session,
+                org_id=org_id,
+                backend=backend,
+                cluster_name=name,
+                now=self._clock(),
+                also=(THROUGHPUT_BACKEND,),
+            )
 
     # ------------------------------------------------------------------ acting
 
@@ -200,15 +245,23 @@ class NodeMonitor:
     ) -> None:
         now = self._clock()
         by_id = {row.id: row for row in rows}
-        async with self._db.session() as session:
-            silence = await crud.active_silence(session, org_id=org_id, backend=backend, cluster_name=name, now=now)
+        silence = await self._silence(org_id, backend, name)
+        told: set[int] = set()  # episodes whose message this look edits anyway
+        touched: set[str] = set()  # groups where a node failed, recovered or moved: their health changed
         for change in verdict.changed:
             row = by_id[change.episode_id]
-            values = {"status": change.status, "message": change.message[:1000], "updated_at": now}
+            values: dict[str, object] = {"status": change.status, "message": change.message[:1000]}
             if change.node_ids:
                 values["node_ids"] = list(change.node_ids)
+            if change.group_nodes is not None:
+                values["group_nodes"] = sorted(change.group_nodes)
+                values["group_target"] = change.group_target
+            if change.note or change.node_ids != tuple(row.node_ids) or change.status != row.status:
+                values["updated_at"] = now  # a bookkeeping-only change (the group's membership) is no news
             await self._desk.update(row, values)
             if change.note:
+                touched.add(row.group_name)
+                told.add(row.id or 0)
                 await self._note(row, change.note, cluster, silence)
         for closing in verdict.closed:
             row = by_id[closing.episode_id]
@@ -218,29 +271,77 @@ class NodeMonitor:
             values = {"state": "closed", "closed_at": now, "updated_at": now, "node_hours_lost": lost}
             if not await self._desk.close(row, values):
                 continue  # closed already (another replica, or the event path)
+            touched.add(row.group_name)
+            told.add(row.id or 0)
             await self._note(row, f":large_green_circle: Recovered: {closing.note}", cluster, silence)
         new_rows: list[Episode] = []
         for opening in verdict.opened:
+            touched.add(opening.group)
             if opening.reopens is not None and opening.reopens in by_id:
-                row = by_id[opening.reopens]
-                values = {
-                    "state": "open",
-                    "closed_at": None,
-                    "reopened": row.reopened + 1,
-                    "status": opening.status,
-                    "message": opening.message[:1000],
-                    "failing_since": now,
-                    "updated_at": now,
-                }
-                await self._desk.update(row, values)
-                note = f":red_circle: Failed again within 30 minutes: `{opening.status}` {opening.message}".strip()
-                await self._note(row, note, cluster, silence)
+                await self._reopen(by_id[opening.reopens], opening, cluster, silence, now)
+                told.add(opening.reopens)
                 continue
             added = await self._open(org_id, backend, name, opening, now)
             if added is not None:  # None: another replica opened it first, and posts it
                 new_rows.append(added)
         if new_rows:
             await self._announce(new_rows, cluster, silence, storm=verdict.storm)
+        if cluster is not None:
+            await self._refresh_groups(rows, touched, told, cluster, silence)
+
+    async def _reopen(
+        self, row: Episode, opening: Opened, cluster: Cluster | None, silence: Silence | None, now: datetime
+    ) -> None:
+        """The node failed again soon after it recovered: the same episode, but a new message (an edit far up
+        the channel is seen by nobody), linked to the earlier one, whose thread points at the new one."""
+        old_channel, old_ts = row.channel_id, row.message_ts
+        was_silenced = row.silenced  # its message then was the silenced alert's thread, not its own
+        follows = await self._desk.permalink(old_channel, old_ts) if old_ts and not was_silenced else None
+        values: dict[str, object] = {
+            "state": "open",
+            "closed_at": None,
+            "reopened": row.reopened + 1,
+            "status": opening.status,
+            "message": opening.message[:1000],
+            "failing_since": now,
+            "updated_at": now,
+            "group_nodes": sorted(opening.group_nodes),
+            "group_target": opening.group_target,
+            # A new failure: a new message to own; the old acknowledgement was for the old one.
+            "message_ts": None,
+            "coordination_ts": None,
+            "storm_id": None,
+            "silenced": False,
+            "acked_by": None,
+            "acked_at": None,
+            "follows": follows,
+        }
+        await self._desk.update(row, values)
+        await self._announce([row], cluster, silence, storm=False)
+        if old_ts and not was_silenced and not row.silenced and row.message_ts and row.message_ts != old_ts:
+            link = await self._desk.permalink(row.channel_id, row.message_ts)
+            where = f"<{link}|new alert>" if link else "a new alert in the channel"
+            note = f":red_circle: `{row.node_ids[-1]}` failed again: `{opening.status}` {opening.message}".strip()
+            await self._desk.post(old_channel, alerts.thread_note(f"{note} · continued in {where}"), thread_ts=old_ts)
+
+    async def _refresh_groups(
+        self, rows: Sequence[Episode], groups: set[str], told: set[int], cluster: Cluster, silence: Silence | None
+    ) -> None:
+        """Re-render the open alerts of groups whose health just changed ("Group health now" stays true)."""
+        seen: set[str] = set()
+        for row in rows:
+            if (
+                row.state != "open"
+                or row.kind != "node"
+                or row.group_name not in groups
+                or (row.id or 0) in told
+                or row.silenced
+                or not row.message_ts
+                or row.message_ts in seen
+            ):
+                continue
+            seen.add(row.message_ts)
+            await self._desk.edit(row.channel_id, row.message_ts, await self._render(row, cluster, silence))
 
     async def _open(self, org_id: str, backend: str, name: str, opening: Opened, now: datetime) -> Episode | None:
         return await self._desk.open(
@@ -259,22 +360,23 @@ class NodeMonitor:
                 opened_at=now,
                 failing_since=now,
                 updated_at=now,
+                group_nodes=sorted(opening.group_nodes) if opening.kind == "node" else None,
+                group_target=opening.group_target,
             )
         )
 
     # ------------------------------------------------------------------ posting
 
     async def _render(self, row: Episode, cluster: Cluster | None, silence: Silence | None) -> Reply:
-        until = silence.until if silence else None
         if row.kind == "job":  # a training job's throughput episode (bot.monitor.jobs)
             return alerts.job_alert(
-                row, org_name=self._desk.org_name(row.org_id), tz=self._tz, now=self._clock(), silenced_until=until
+                row, org_name=self._desk.org_name(row.org_id), tz=self._tz, now=self._clock(), silence=silence
             )
         if row.storm_id is not None:
             async with self._db.session() as session:
                 members = list(await crud.storm_episodes(session, storm_id=row.storm_id))
             return alerts.storm_alert(
-                members, cluster=cluster, org_name=self._desk.org_name(row.org_id), tz=self._tz, silenced_until=until
+                members, cluster=cluster, org_name=self._desk.org_name(row.org_id), tz=self._tz, silence=silence
             )
         return alerts.node_alert(
             row,
@@ -282,7 +384,7 @@ class NodeMonitor:
             org_name=self._desk.org_name(row.org_id),
             tz=self._tz,
             now=self._clock(),
-            silenced_until=until,
+            silence=silence,
         )
 
     async def _announce(
@@ -291,12 +393,12 @@ class NodeMonitor:
         channel = rows[0].channel_id
         if not channel:
             return
-        if silence is not None:  # stored and shown in the silenced alert's thread, no new message
+        if silence is not None:  # stored and listed in the silenced alert's thread, no new message
             for row in rows:
                 await self._desk.update(row, {"silenced": True, "message_ts": silence.thread_ts})
-                what = f"node `{row.node_ids[-1]}`" if row.node_ids else "the cluster"
-                note = f":mute: While silenced: {what} {row.status} {row.message}".strip()
-                await self._desk.post(silence.channel_id, alerts.thread_note(note), thread_ts=silence.thread_ts)
+                what = f"node `{row.node_ids[-1]}` {row.status}" if row.node_ids else f"the cluster {row.status}"
+                line = alerts.held_back_line(what, row.message, at=self._clock(), tz=self._tz)
+                await self._desk.post(silence.channel_id, line, thread_ts=silence.thread_ts)
             return
         groups = [rows] if storm else [[row] for row in rows]
         for members in groups:
@@ -335,10 +437,7 @@ class NodeMonitor:
         """Edit an episode's message after an acknowledgement or a silence."""
         if not row.message_ts or not row.channel_id or row.silenced:
             return
-        async with self._db.session() as session:
-            silence = await crud.active_silence(
-                session, org_id=row.org_id, backend=row.backend, cluster_name=row.cluster_name, now=self._clock()
-            )
+        silence = await self._silence(row.org_id, row.backend, row.cluster_name)
         try:
             known = row.backend in {b.value for b in Backend}  # a job's episode has no cluster backend to read
             cluster = await self._fleet.get(row.org_id, Backend(row.backend), row.cluster_name) if known else None
@@ -377,11 +476,12 @@ class NodeMonitor:
         return None
 
     async def silence(self, row: Episode, *, user_id: str, hours: int) -> datetime:
-        """Hold back new alert messages for the cluster; failures meanwhile go to this alert's thread."""
+        """Hold back new alert messages for the cluster (node, cluster and throughput alerts alike); what they
+        would have said goes to this alert's thread, one line each."""
         now = self._clock()
         until = now + timedelta(hours=hours)
         async with self._db.session() as session:
-            await crud.add_silence(
+            silence = await crud.add_silence(
                 session,
                 silence=Silence(
                     org_id=row.org_id,
@@ -395,13 +495,50 @@ class NodeMonitor:
                 ),
             )
         if row.message_ts:
-            note = (
-                f":mute: <@{user_id}> silenced `{row.org_id}/{row.cluster_name}` for {hours} h, until "
-                f"{when(until, self._tz)}. New failures meanwhile are listed in this thread."
+            ts = await self._desk.post(
+                row.channel_id, alerts.silence_message(silence, tz=self._tz), thread_ts=row.message_ts
             )
-            await self._desk.post(row.channel_id, alerts.thread_note(note), thread_ts=row.message_ts)
+            if ts:
+                async with self._db.session() as session:
+                    await crud.update_silence(session, silence_id=silence.id or 0, values={"message_ts": ts})
         await self.refresh(row)
         return until
+
+    async def get_silence(self, silence_id: str) -> Silence | None:
+        """The silence an Unsilence button names; None for a value that is not one."""
+        if not silence_id.isdigit() or len(silence_id) > 12:
+            return None
+        async with self._db.session() as session:
+            return await crud.get_silence(session, silence_id=int(silence_id))
+
+    async def unsilence(self, silence: Silence, *, user_id: str) -> str | None:
+        """End a silence now; None when done, else why nothing changed (it had ended already)."""
+        now = self._clock()
+        async with self._db.session() as session:
+            ended = await crud.end_silence(session, silence_id=silence.id or 0, by=user_id, now=now)
+            current = await crud.get_silence(session, silence_id=silence.id or 0)
+        if not ended:
+            if current is not None and current.ended_at is not None:
+                by = f" by <@{current.ended_by}>" if current.ended_by else ""
+                return f"This silence already ended{by} at {when(current.ended_at, self._tz)}; nothing changed."
+            return f"This silence already ended at {when(silence.until, self._tz)}, its set time; nothing changed."
+        silence = current or silence
+        if silence.thread_ts:
+            ref = f"{silence.org_id}/{silence.cluster_name}"
+            at = when(now, self._tz)
+            note = f":loud_sound: <@{user_id}> ended the silence at {at}: new alerts of `{ref}` post again."
+            await self._desk.post(silence.channel_id, alerts.thread_note(note), thread_ts=silence.thread_ts)
+            if silence.message_ts:
+                await self._desk.edit(
+                    silence.channel_id, silence.message_ts, alerts.silence_message(silence, tz=self._tz)
+                )
+            async with self._db.session() as session:
+                source = await crud.episode_with_message(
+                    session, channel_id=silence.channel_id, message_ts=silence.thread_ts
+                )
+            if source is not None:
+                await self.refresh(source)
+        return None
 
     # ------------------------------------------------------------------ EventBridge
 

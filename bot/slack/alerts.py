@@ -16,6 +16,7 @@ REPLACE_ACTION = "alert_replace"
 REBOOT_ACTION = "alert_reboot"
 SILENCE_HOURS = (1, 4, 24)
 SILENCE_ACTION = "alert_silence_{hours}"  # one action id per button: Slack wants them unique in a block
+UNSILENCE_ACTION = "alert_unsilence"  # its value is the silence's id, not an episode's
 NODES_LISTED = 30
 
 
@@ -41,7 +42,14 @@ def _recovery(cluster: Cluster | None) -> str:
     )
 
 
-def _buttons(episode: Any, *, backend: str, node_actions: bool) -> Block:
+def _silence_buttons(value: str, silence: Any | None) -> list[dict[str, Any]]:
+    """Silence 1/4/24 h, or, while the cluster is silenced, the one button that ends it."""
+    if silence is not None and getattr(silence, "id", None):
+        return [button(UNSILENCE_ACTION, "Unsilence", str(silence.id))]
+    return [button(SILENCE_ACTION.format(hours=h), f"Silence {h} h", value) for h in SILENCE_HOURS]
+
+
+def _buttons(episode: Any, *, backend: str, node_actions: bool, silence: Any | None = None) -> Block:
     value = str(episode.storm_id or episode.id)
     elements: list[dict[str, Any]] = []
     if not episode.acked_by:
@@ -49,19 +57,50 @@ def _buttons(episode: Any, *, backend: str, node_actions: bool) -> Block:
     if node_actions and backend == Backend.HYPERPOD.value:
         elements.append(button(REPLACE_ACTION, "Replace node", value))
         elements.append(button(REBOOT_ACTION, "Reboot node", value))
-    elements += [button(SILENCE_ACTION.format(hours=h), f"Silence {h} h", value) for h in SILENCE_HOURS]
+    elements += _silence_buttons(value, silence)
     return {"type": "actions", "block_id": f"alert:{value}", "elements": elements}
 
 
-def _footer(episode: Any, tz: ZoneInfo, silenced_until: datetime | None) -> list[str]:
+def _footer(episode: Any, tz: ZoneInfo, silence: Any | None) -> list[str]:
     parts = [f"Episode #{episode.id}"]
     if episode.reopened:
         parts.append(f"failed again {episode.reopened} time" + ("s" if episode.reopened > 1 else ""))
+    follows = getattr(episode, "follows", None)
+    if follows:
+        parts.append(f"follows <{follows}|the earlier alert>")
     if episode.acked_by:
         parts.append(f"acknowledged by <@{episode.acked_by}> at {when(episode.acked_at, tz)}")
-    if silenced_until is not None:
-        parts.append(f"cluster silenced until {when(silenced_until, tz)}")
+    if silence is not None:
+        parts.append(f"cluster silenced until {when(silence.until, tz)} by <@{silence.set_by}>")
     return parts
+
+
+def silence_message(silence: Any, *, tz: ZoneInfo) -> Reply:
+    """The message a silence posts in the thread it was set from: what it holds back, until when, and the
+    button that ends it early; edited once it has ended."""
+    cluster = escape(silence.cluster_name)
+    if silence.ended_at is not None:
+        text = (
+            f":loud_sound: Silence of `{cluster}` ended by <@{silence.ended_by}> at {when(silence.ended_at, tz)} "
+            f"(it was set by <@{silence.set_by}> until {when(silence.until, tz)}). New alerts post in the channel."
+        )
+        return Reply(text=text.replace("`", ""), blocks=[section(text)], public=True)
+    text = (
+        f":mute: Silenced until {when(silence.until, tz)} by <@{silence.set_by}>: new node, cluster and "
+        f"throughput alerts of `{cluster}` go to this thread."
+    )
+    actions = {
+        "type": "actions",
+        "block_id": f"silence:{silence.id}",
+        "elements": [button(UNSILENCE_ACTION, "Unsilence", str(silence.id))],
+    }
+    return Reply(text=text.replace("`", ""), blocks=[section(text), actions], public=True)
+
+
+def held_back_line(what: str, detail: str, *, at: datetime, tz: ZoneInfo) -> Reply:
+    """One line in a silence's thread for an alert it held back: what, and when."""
+    text = f":mute: Held back, {when(at, tz)}: {what}" + (f" · {escape(detail)[:300]}" if detail else "")
+    return thread_note(text)
 
 
 def node_alert(
@@ -71,16 +110,19 @@ def node_alert(
     org_name: str,
     tz: ZoneInfo,
     now: datetime,
-    silenced_until: datetime | None = None,
+    silence: Any | None = None,
 ) -> Reply:
-    """One failing node (or a failed cluster), as the org channel sees it; edited as it moves."""
+    """One failing node (or a failed cluster), as the org channel sees it; edited as it moves, and each edit
+    re-renders the facts as they are now (the node that replaced it, the group's health, who owns it)."""
     ref = f"{episode.org_id}/{episode.cluster_name}"
     is_open = episode.state == "open"
     backend = Backend(episode.backend)
     if episode.kind == "cluster":
         what = f"`{ref}` is {episode.status}" if is_open else f"cluster `{ref}`"
     else:
-        what = f"node `{episode.node_ids[-1]}` of `{ref}`"
+        what = f"node `{episode.node_ids[0]}` of `{ref}`"
+        if len(episode.node_ids) > 1:
+            what += f", replaced by `{episode.node_ids[-1]}`"
     if is_open:
         title = f"{'Cluster failed' if episode.kind == 'cluster' else 'Node failed'}: {what}"
     else:
@@ -103,8 +145,8 @@ def node_alert(
     if not is_open and episode.kind == "node":
         body.append(section(f"Node-hours lost: {episode.node_hours_lost:.2f} ({episode.instance_type})"))
     if is_open:
-        body.append(_buttons(episode, backend=episode.backend, node_actions=episode.kind == "node"))
-    body.append(context(" · ".join(_footer(episode, tz, silenced_until))))
+        body.append(_buttons(episode, backend=episode.backend, node_actions=episode.kind == "node", silence=silence))
+    body.append(context(" · ".join(_footer(episode, tz, silence))))
     text = title.replace("`", "") + (f": {episode.status} {episode.message}".rstrip() if is_open else "")
     return Reply(text=text[:3000], blocks=body, public=True)
 
@@ -115,7 +157,7 @@ def storm_alert(
     cluster: Cluster | None,
     org_name: str,
     tz: ZoneInfo,
-    silenced_until: datetime | None = None,
+    silence: Any | None = None,
 ) -> Reply:
     """Many nodes of one cluster failing at once: one message listing them, not one message each."""
     first = episodes[0]
@@ -142,8 +184,8 @@ def storm_alert(
         section(f"*Group health now*: {health} · *Node recovery*: {_recovery(cluster)}"),
     ]
     if still:
-        body.append(_buttons(first, backend=first.backend, node_actions=False))
-    body.append(context(" · ".join(_footer(first, tz, silenced_until))))
+        body.append(_buttons(first, backend=first.backend, node_actions=False, silence=silence))
+    body.append(context(" · ".join(_footer(first, tz, silence))))
     text = f"{ref}: {len(episodes)} nodes failed together, {len(still)} still failing"
     return Reply(text=text, blocks=fit(body, overflow="{hidden} more blocks"), public=True)
 
@@ -176,9 +218,7 @@ def thread_note(text: str) -> Reply:
 JOB_KINDS = {"stall": "Training stalled", "slowdown": "Training slowed down"}
 
 
-def job_alert(
-    episode: Any, *, org_name: str, tz: ZoneInfo, now: datetime, silenced_until: datetime | None = None
-) -> Reply:
+def job_alert(episode: Any, *, org_name: str, tz: ZoneInfo, now: datetime, silence: Any | None = None) -> Reply:
     """A training job's throughput episode (episode.status is "stall" or "slowdown"; its message holds the
     figures and any node failure in the same window)."""
     ref = f"{episode.org_id}/{episode.cluster_name}"
@@ -202,9 +242,9 @@ def job_alert(
     if is_open:
         value = str(episode.id)
         elements = [] if episode.acked_by else [button(ACK_ACTION, "Acknowledge", value, style="primary")]
-        elements += [button(SILENCE_ACTION.format(hours=h), f"Silence {h} h", value) for h in SILENCE_HOURS]
+        elements += _silence_buttons(value, silence)
         body.append({"type": "actions", "block_id": f"alert:{value}", "elements": elements})
-    body.append(context(" · ".join([*_footer(episode, tz, silenced_until), "chart in the thread"])))
+    body.append(context(" · ".join([*_footer(episode, tz, silence), "chart in the thread"])))
     text = title.replace("`", "") + (f": {episode.message}" if is_open and episode.message else "")
     return Reply(text=text[:3000], blocks=body, public=True)
 

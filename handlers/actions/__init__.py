@@ -5,9 +5,9 @@ import re
 from slack_bolt.async_app import AsyncApp
 
 from bot.digest.render import TRACK_ADD_ACTION
-from bot.slack.alerts import ACK_ACTION, REBOOT_ACTION, REPLACE_ACTION
+from bot.slack.alerts import ACK_ACTION, REBOOT_ACTION, REPLACE_ACTION, UNSILENCE_ACTION
 from bot.slack.blocks import CANCEL_ACTION, CONFIRM_ACTION, DELETE_OPEN_ACTION
-from handlers.actions.alerts import acknowledge_callback, node_action_callback, silence_callback
+from handlers.actions.alerts import acknowledge_callback, node_action_callback, silence_callback, unsilence_callback
 from handlers.actions.operations import cancel_callback, confirm_callback, open_delete_callback
 from handlers.actions.track import open_track_modal_callback
 
@@ -26,3 +26,4 @@ def register(app: AsyncApp) -> None:
     app.action(REPLACE_ACTION)(node_action_callback)
     app.action(REBOOT_ACTION)(node_action_callback)
     app.action(re.compile(r"^alert_silence_\d{1,2}$"))(silence_callback)
+    app.action(UNSILENCE_ACTION)(unsilence_callback)

@@ -1,4 +1,4 @@
-"""Buttons on a failed-node alert: Acknowledge, Replace node, Reboot node, Silence 1/4/24 h.
+"""Buttons on a failed-node alert: Acknowledge, Replace node, Reboot node, Silence 1/4/24 h, Unsilence.
 
 Each acks first, authorizes (operators of the alert's org and admins), then lets bot.monitor or
 bot.operations act, answers the clicker, and records it in the audit log.
@@ -19,7 +19,7 @@ from bot.clusters.model import Backend
 from bot.clusters.progress import Kind
 from bot.services import Services
 from bot.slack import blocks
-from storage.models import Episode, Outcome
+from storage.models import Episode, Outcome, Silence
 
 INTERNAL_ERROR = "Pitcrew hit an internal error handling that click. It is logged; nothing was changed twice."
 UNKNOWN = "This alert is not known (any more)."
@@ -105,6 +105,49 @@ async def silence_callback(ack: AsyncAck, body: dict[str, Any], context: dict[st
         return None  # the alert's thread says it
 
     await _act(body, context, logger, command="alert_silence", act=silence)
+
+
+async def unsilence_callback(ack: AsyncAck, body: dict[str, Any], context: dict[str, Any], logger: Logger) -> None:
+    """End a silence early (its value is the silence's id): operators of its org and admins; a second press
+    says it had already ended."""
+    await ack()
+    services: Services = context["services"]
+    user_id = body["user"]["id"]
+    reply: blocks.Reply | None
+    try:
+        value = str(body["actions"][0].get("value") or "")[:32]
+        silence = await services.monitor.get_silence(value)
+        if silence is None:
+            reply = blocks.problem("This silence is not known (any more).")
+        else:
+            decision = services.access.decide(user_id=user_id, action=Action.OPERATE, org_id=silence.org_id)
+            if not decision.allowed:
+                _audit_silence(services, body, silence, outcome=Outcome.REFUSED, detail=decision.reason)
+                reply = blocks.refusal(decision.reason)
+            else:
+                why_not = await services.monitor.unsilence(silence, user_id=user_id)
+                _audit_silence(services, body, silence, outcome=Outcome.DONE, detail=why_not or "ended early")
+                reply = blocks.problem(why_not) if why_not else None  # done: the thread and the alert say it
+    except Exception:
+        logger.exception("alert_unsilence failed")
+        reply = blocks.problem(INTERNAL_ERROR)
+    if reply is not None:
+        await services.poster.respond(body["response_url"], reply)
+
+
+def _audit_silence(
+    services: Services, body: dict[str, Any], silence: Silence, *, outcome: Outcome, detail: str
+) -> None:
+    services.audit.record(
+        at=services.clock(),
+        user_id=body["user"]["id"],
+        channel_id=str((body.get("channel") or {}).get("id") or ""),
+        command="alert_unsilence",
+        text=f"silence {silence.id} {silence.org_id}/{silence.cluster_name}",
+        outcome=outcome,
+        org_id=silence.org_id,
+        detail=detail,
+    )
 
 
 async def node_action_callback(ack: AsyncAck, body: dict[str, Any], context: dict[str, Any], logger: Logger) -> None:

@@ -1,4 +1,5 @@
-"""The episode state machine, pure: one episode per failing node, followed through replacement."""
+"""The episode state machine, pure: one episode per failing node, followed through replacement (and only
+through a replacement: a node that merely joined the group is never its successor)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from bot.monitor.episodes import (
     GONE,
     STORM_NODES,
     Known,
+    Replacement,
     assess,
     gone,
     hours_lost,
@@ -26,14 +28,26 @@ def node(
     return Node(node_id, "workers", "ml.p5.48xlarge", status, hyperpod_node_health(status), launched, message)
 
 
-def cluster(nodes: Iterable[Node], status: str = "InService", failure: str = "") -> Cluster:
+def cluster(
+    nodes: Iterable[Node], status: str = "InService", failure: str = "", *, target: int | None = None
+) -> Cluster:
     nodes = tuple(nodes)
-    groups = (InstanceGroup("workers", "ml.p5.48xlarge", current=len(nodes), target=len(nodes)),)
+    groups = (InstanceGroup("workers", "ml.p5.48xlarge", current=len(nodes), target=target or len(nodes)),)
     return Cluster("kumo-labs", "c1", Backend.HYPERPOD, status, groups, nodes=nodes, failure_message=failure)
 
 
-def episode(*node_ids: str, status: str = "Failure", open: bool = True, closed_at: datetime | None = None) -> Known:
-    return Known(1, "node", node_ids, open, status, "XID 79", "workers", T0, closed_at)
+def episode(
+    *node_ids: str,
+    status: str = "Failure",
+    open: bool = True,
+    closed_at: datetime | None = None,
+    group: Iterable[str] | None = None,
+    target: int | None = None,
+) -> Known:
+    """An episode as stored; `group`: its group's nodes at the last look that listed the failed node
+    (default: the node itself and i-00000002), `target` that group's target count (default: their number)."""
+    members = frozenset(group if group is not None else {node_ids[-1], "i-00000002"})
+    return Known(1, "node", node_ids, open, status, "XID 79", "workers", T0, closed_at, members, target or len(members))
 
 
 def test_a_new_failure_opens_one_episode_and_a_lasting_one_changes_nothing() -> None:
@@ -41,6 +55,7 @@ def test_a_new_failure_opens_one_episode_and_a_lasting_one_changes_nothing() -> 
     verdict = assess(seen, [], now=T0)
     (opened,) = verdict.opened
     assert (opened.node_id, opened.status, opened.message, opened.reopens) == ("i-00000001", "Failure", "XID 79", None)
+    assert opened.group_nodes == {"i-00000001", "i-00000002"} and opened.group_target == 2
     assert not assess(seen, [episode("i-00000001")], now=T0 + timedelta(minutes=1)), "the same failure, no news"
 
 
@@ -74,6 +89,64 @@ def test_a_replacement_joins_the_episode_and_closes_it_when_running() -> None:
     running = replace_status(successor, "Running")
     done = assess(cluster([running]), [episode("i-00000001", "i-00000009", status="Pending")], now=T0)
     assert done.closed and "i-00000009" in done.closed[0].note
+
+
+def test_automatic_recovery_while_the_target_stays_is_the_successor() -> None:
+    """HyperPod replaced the node itself (new instance id, same TargetCount): that new node is its successor."""
+    failed = episode("i-00000001", group={"i-00000001", "i-00000002"}, target=2)
+    seen = cluster([node("i-00000002"), node("i-00000009", "Pending", launched=T0 + timedelta(minutes=5))])
+    (changed,) = assess(seen, [failed], now=T0 + timedelta(minutes=6)).changed
+    assert changed.node_ids == ("i-00000001", "i-00000009") and "automatic recovery" in changed.note
+
+
+def test_a_node_that_appears_while_the_target_grew_is_not_a_successor() -> None:
+    """The group was scaled up as the failed node left: the new node may be a scale-up node, so it is none."""
+    failed = episode("i-00000001", group={"i-00000001", "i-00000002"}, target=2)
+    seen = cluster([node("i-00000002"), node("i-00000009", launched=T0 + timedelta(minutes=5))], target=3)
+    verdict = assess(seen, [failed], now=T0 + timedelta(minutes=6))
+    (changed,) = verdict.changed
+    assert changed.status == GONE and changed.node_ids == ("i-00000001",) and not verdict.closed
+
+
+def test_a_scale_up_node_that_joined_before_the_failed_node_left_is_never_its_successor() -> None:
+    """The issue's case: a failed node, the group scaled up, then the failed node replaced. The scale-up
+    nodes are remembered as members of the group while the failed node was still there."""
+    failed = episode("i-00000001", group={"i-00000001", "i-00000002"}, target=2)
+    scaled = [node("i-00000001", "Failure", message="XID 79"), node("i-00000002")]
+    scaled += [node(f"i-0000001{i}", launched=T0 + timedelta(minutes=2)) for i in range(2)]
+    (moved,) = assess(cluster(scaled), [failed], now=T0 + timedelta(minutes=3)).changed
+    assert moved.note == "" and moved.group_target == 4 and "i-00000010" in (moved.group_nodes or ())
+    remembered = episode("i-00000001", group=moved.group_nodes, target=moved.group_target)
+    replaced = [*scaled[1:], node("i-00000020", "Pending", launched=T0 + timedelta(minutes=10))]
+    (changed,) = assess(cluster(replaced), [remembered], now=T0 + timedelta(minutes=11)).changed
+    assert changed.node_ids == ("i-00000001", "i-00000020"), "the real replacement, not a scale-up node"
+
+
+def test_a_confirmed_replace_names_the_node_that_was_not_there_when_it_was_planned() -> None:
+    """An episode stored before group members were kept has no automatic successor; Pitcrew's own replace
+    (AWS accepted the old id; the group's nodes when planned are on the operation) still finds it."""
+    old = Known(1, "node", ("i-00000001",), True, "Failure", "XID 79", "workers", T0)
+    scale_up = [node(f"i-0000001{i}", launched=T0 + timedelta(minutes=2)) for i in range(2)]
+    after = cluster([node("i-00000002"), *scale_up, node("i-00000020", "Pending", launched=T0 + timedelta(minutes=9))])
+    assert assess(after, [old], now=T0 + timedelta(minutes=10)).changed[0].status == GONE, "no guess without facts"
+    replace = Replacement(
+        node_ids=frozenset({"i-00000001"}),
+        before_ids=frozenset({"i-00000001", "i-00000002", "i-00000010", "i-00000011"}),
+        started_at=T0 + timedelta(minutes=8),
+        confirmed_by="U0ALICE01",
+    )
+    (changed,) = assess(after, [old], now=T0 + timedelta(minutes=10), replacements=[replace]).changed
+    assert changed.node_ids == ("i-00000001", "i-00000020") and "confirmed by <@U0ALICE01>" in changed.note
+
+
+def test_a_later_failure_of_another_node_is_its_own_episode_not_a_reopening() -> None:
+    ended = episode("i-00000001", "i-00000020", open=False, closed_at=T0 + timedelta(minutes=15))
+    other = assess(
+        cluster([node("i-00000010", "Failure"), node("i-00000020")]), [ended], now=T0 + timedelta(minutes=20)
+    )
+    assert [(o.node_id, o.reopens) for o in other.opened] == [("i-00000010", None)]
+    again = assess(cluster([node("i-00000020", "Failure")]), [ended], now=T0 + timedelta(minutes=20))
+    assert [(o.node_id, o.reopens) for o in again.opened] == [("i-00000020", 1)], "its own successor reopens it"
 
 
 def test_a_failing_successor_stays_in_the_same_episode() -> None:

@@ -177,7 +177,7 @@ async def test_ack_shows_who_and_silence_holds_back_new_messages(world: Sandbox,
     acked = await world.slack.wait_for(lambda m: m.ts == alert.ts and "acknowledged by <@U0ALICE01>" in body(m))
     assert "alert_ack" not in str(acked.blocks)
     await world.slack.click(user_id=ALICE, message=acked, action_id="alert_silence_1")
-    await world.slack.wait_for(lambda m: m.thread_ts == alert.ts and "silenced" in m.text)
+    await world.slack.wait_for(lambda m: m.thread_ts == alert.ts and "Silenced until" in m.text)
     set_hyperpod_node_status(ACCOUNT, REGION, TRAIN, second, "Failure", XID)
     await sweep(world)
     assert not alerts_about(world, second), "silenced: no new message"
