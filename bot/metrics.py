@@ -74,14 +74,22 @@ class _Live(Collector):
         self.lease: Lease | None = None
 
     def collect(self) -> Iterator[Metric]:
-        # AuditLog.queue_depth and .write_failures (issue 11, H1); absent on an older AuditLog: not reported.
+        # AuditLog.queue_depth, .write_failures and .dropped; read with a default so a stand-in without them
+        # (a test's) leaves them out rather than report a made-up 0.
         depth = getattr(self.audit, "queue_depth", None)
         if depth is not None:
             yield GaugeMetricFamily("pitcrew_audit_queue_depth", "Audit entries waiting to be written.", value=depth)
         failures = getattr(self.audit, "write_failures", None)
         if failures is not None:
             yield CounterMetricFamily(
-                "pitcrew_audit_write_failures", "Audit entries that could not be written.", value=failures
+                "pitcrew_audit_write_failures", "Audit entries the database refused (each dropped).", value=failures
+            )
+        dropped = getattr(self.audit, "dropped", None)
+        if dropped is not None:
+            yield CounterMetricFamily(
+                "pitcrew_audit_dropped",
+                "Audit entries pushed out of a full queue (database unreachable).",
+                value=dropped,
             )
         held = self.lease is not None and self.lease.held
         yield GaugeMetricFamily(

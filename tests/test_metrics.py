@@ -155,10 +155,12 @@ async def test_metrics_count_commands_aws_and_slack_calls_and_reveal_no_secrets(
     assert {s.labels["kind"]: s.value for s in samples if s.name == "pitcrew_open_episodes"} == open_by_kind
     assert value(samples, "pitcrew_leader") == 0
     assert value(samples, "pitcrew_migrations_info", version=HEAD) == 1
-    # H1's AuditLog exposes these; an older AuditLog leaves them out rather than report a made-up 0.
-    if hasattr(services.audit, "queue_depth"):
-        assert value(samples, "pitcrew_audit_queue_depth") == 0  # drained above
-        assert value(samples, "pitcrew_audit_write_failures_total") == 0
+    audit = {s.name: s.value for s in samples if s.name.startswith("pitcrew_audit_")}
+    assert audit == {  # drained above, nothing refused or lost
+        "pitcrew_audit_queue_depth": 0,
+        "pitcrew_audit_write_failures_total": 0,
+        "pitcrew_audit_dropped_total": 0,
+    }
 
     # Bounded labels: no user text, no user id, no secret anywhere on the page.
     for secret in (BOT_TOKEN, SIGNING_SECRET, token, PRIVATE_TEXT, "frobnicate", ALICE, ADMIN):
@@ -198,3 +200,20 @@ def test_two_apps_have_their_own_registries() -> None:
     assert value(samples, "pitcrew_commands_total", command="/cluster", subcommand="list") == 1
     other = [s for f in text_string_to_metric_families(second.exposition().decode()) for s in f.samples]
     assert value(other, "pitcrew_commands_total") == 0
+
+
+def test_the_audit_writer_and_the_lease_are_read_at_each_scrape() -> None:
+    from types import SimpleNamespace
+
+    from bot.metrics import Metrics
+
+    metrics = Metrics()
+    audit = SimpleNamespace(queue_depth=0, write_failures=0, dropped=0)
+    lease = SimpleNamespace(held=False)
+    metrics.watch(audit=audit, lease=lease)
+    audit.queue_depth, audit.write_failures, audit.dropped, lease.held = 42, 3, 7, True
+    samples = [s for f in text_string_to_metric_families(metrics.exposition().decode()) for s in f.samples]
+    assert value(samples, "pitcrew_audit_queue_depth") == 42
+    assert value(samples, "pitcrew_audit_write_failures_total") == 3
+    assert value(samples, "pitcrew_audit_dropped_total") == 7
+    assert value(samples, "pitcrew_leader") == 1
