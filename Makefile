@@ -4,6 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum | cut -d' ' -f1)
 PYTEST_ARGS ?=
+# The sandbox's port; 3000 is Grafana's default too, so `make run PORT=3001` takes another.
+PORT ?= 3000
 
 .PHONY: run test lint bench clean
 
@@ -15,7 +17,7 @@ $(STAMP):
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/pitcrew demo
+	$(BIN)/pitcrew demo --port $(PORT)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

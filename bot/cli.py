@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import getpass
 import json
 import logging
+import socket as net  # `socket` is the Socket Mode command below
 import sys
 from pathlib import Path
 
@@ -43,16 +45,75 @@ def check_config(settings: Settings, path: str | None) -> int:
     return 0
 
 
+# Ports other programs take by default, named when one of them is the likely reason a port is busy.
+WELL_KNOWN_PORTS = {3000: "Grafana", 8080: "many development servers", 9090: "Prometheus"}
+PORT_IN_USE = 2  # exit code: the port asked for is taken (1 is a bad program or template file)
+
+
+class PortUnavailable(Exception):
+    """The port cannot be listened on; the message is the one line the user sees."""
+
+
+def _listener(host: str, port: int) -> net.socket:
+    """A socket bound to host:port, for uvicorn to serve on: bound here, not by uvicorn, so a busy port is one
+    clear line and exit code 2 instead of uvicorn's traceback (and before any start-up work is done)."""
+    family = net.AF_INET6 if ":" in host else net.AF_INET
+    sock = net.socket(family, net.SOCK_STREAM)
+    sock.setsockopt(net.SOL_SOCKET, net.SO_REUSEADDR, 1)  # as uvicorn does: restart past TIME_WAIT
+    try:
+        sock.bind((host, port))
+    except OSError as error:
+        sock.close()
+        raise PortUnavailable(_port_problem(host, port, error)) from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def _port_problem(host: str, port: int, error: OSError) -> str:
+    free = _free_port_after(host, port)
+    instead = f"; start with --port {free}" if free else "; start with --port PORT (a free one)"
+    if error.errno == errno.EADDRINUSE:
+        known = f" ({WELL_KNOWN_PORTS[port]} uses it by default)" if port in WELL_KNOWN_PORTS else ""
+        return f"pitcrew: port {port} is already in use{known}{instead}"
+    if error.errno == errno.EACCES:
+        return f"pitcrew: port {port} needs privileges to listen on (ports below 1024 do){instead}"
+    return f"pitcrew: cannot listen on {host} port {port} ({error.strerror or error}); check --host, --port"
+
+
+def _free_port_after(host: str, port: int, tries: int = 20) -> int | None:
+    """The first port after `port` that can be bound now (a suggestion: it may be taken by the time it is used)."""
+    family = net.AF_INET6 if ":" in host else net.AF_INET
+    for candidate in range(max(port + 1, 1024), min(port + 1 + tries, 65536)):
+        with net.socket(family, net.SOCK_STREAM) as probe:
+            probe.setsockopt(net.SOL_SOCKET, net.SO_REUSEADDR, 1)
+            try:
+                probe.bind((host, candidate))
+            except OSError:
+                continue
+            return candidate
+    return None
+
+
 def serve(settings: Settings, host: str, port: int) -> int:
     import uvicorn
 
     from bot.app import build_app, prefer_the_event_loop
 
     _templates(settings)  # a bad template file is reported like a bad program file, before anything starts
-    pitcrew = build_app(settings=settings, program=_program(settings))
+    program = _program(settings)
+    try:
+        sock = _listener(host, port)
+    except PortUnavailable as problem:
+        print(problem, file=sys.stderr)
+        return PORT_IN_USE
+    pitcrew = build_app(settings=settings, program=program)
     prefer_the_event_loop()
     # No access log: Slack's requests would log a line each, and Pitcrew audits what matters.
-    uvicorn.run(pitcrew.asgi, host=host, port=port, log_level="info", access_log=False)
+    config = uvicorn.Config(pitcrew.asgi, host=host, port=sock.getsockname()[1], log_level="info", access_log=False)
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
     return 0
 
 
@@ -227,8 +288,19 @@ def demo(host: str, port: int, open_browser: bool) -> int:
     from bot.app import prefer_the_event_loop
     from bot.sandbox.demo import run_demo
 
+    try:  # checked before the sandbox starts its AWS and seeds it (seconds of work for nothing)
+        _listener(host, port).close()
+    except PortUnavailable as problem:
+        print(problem, file=sys.stderr)
+        return PORT_IN_USE
     prefer_the_event_loop()
-    run_demo(host=host, port=port, open_browser=open_browser)
+    try:
+        run_demo(host=host, port=port, open_browser=open_browser)
+    except OSError as error:  # taken in the moment since the check
+        if error.errno not in (errno.EADDRINUSE, errno.EACCES):
+            raise
+        print(_port_problem(host, port, error), file=sys.stderr)
+        return PORT_IN_USE
     return 0
 
 

@@ -1,11 +1,18 @@
 """The `pitcrew` command's maintenance paths."""
 
+import os
+import socket
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, inspect
 
 from bot.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+PITCREW = ROOT / ".venv" / "bin" / "pitcrew"
 
 
 def test_db_upgrade_creates_the_schema(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -71,3 +78,57 @@ def test_track_export_writes_the_living_document_as_markdown(
     assert "model_size" in document and "70B" in document and "EFA | NCCL hang" in document
     assert main(["track", "export", "nobody"]) == 1
     assert "unknown org 'nobody'" in capsys.readouterr().err
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    """A port some other program is listening on."""
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        yield int(other.getsockname()[1])
+
+
+@pytest.mark.parametrize("command", ["serve", "demo"])
+def test_a_busy_port_is_one_line_naming_it_and_exit_code_2(command: str, busy_port: int, tmp_path: Path) -> None:
+    from bot.sandbox.world import EXAMPLE_PROGRAM
+
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'p.db'}",
+        "PITCREW_CONFIG": str(EXAMPLE_PROGRAM),
+        "SLACK_BOT_TOKEN": "xoxb-test",
+        "SLACK_SIGNING_SECRET": "test-secret",
+    }
+    done = subprocess.run(
+        [str(PITCREW), command, "--port", str(busy_port)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr + done.stdout
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert f"port {busy_port} is already in use" in lines[0]
+    suggested = int(lines[0].rsplit("--port ", 1)[1])
+    assert suggested > busy_port
+    assert not (tmp_path / "p.db").exists(), "nothing started: no database made"
+
+
+def test_the_busy_port_line_names_grafana_for_3000() -> None:
+    import errno
+
+    from bot.cli import _port_problem
+
+    line = _port_problem("127.0.0.1", 3000, OSError(errno.EADDRINUSE, "Address already in use"))
+    assert line.startswith("pitcrew: port 3000 is already in use (Grafana uses it by default); start with --port ")
+
+
+def test_make_run_takes_a_port() -> None:
+    done = subprocess.run(
+        ["make", "-n", "run", "PORT=3001"], cwd=ROOT, capture_output=True, text=True, timeout=30, check=True
+    )
+    assert done.stdout.strip().splitlines()[-1].endswith("pitcrew demo --port 3001")
