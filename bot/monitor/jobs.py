@@ -53,23 +53,30 @@ def sample_of(row: ThroughputSample) -> Sample:
     return Sample(ts=row.ts, value=value, event=row.event)
 
 
-def _advance(detector: JobDetector, until: datetime) -> None:
+def _advance(detector: JobDetector, until: datetime) -> list[Anomaly]:
     """Time passes to `until`, stopping at the detector's own deadlines so a stall is dated when it could
-    first be told (last good sample + stall_after), not at the next sample."""
+    first be told (last good sample + stall_after), not at the next sample. The anomalies that ended."""
+    ended = []
     for _ in range(4):  # a deadline reached opens the stall; the next one, if any, is later
         deadline = detector.next_deadline
         if deadline is None or deadline > until:
             break
-        detector.advance(deadline)
-    detector.advance(until)
+        ended += detector.advance(deadline)
+    return ended + detector.advance(until)
 
 
-def run_detector(rows: Sequence[ThroughputSample], thresholds: Thresholds, now: datetime) -> JobDetector:
+def run_detector(
+    rows: Sequence[ThroughputSample], thresholds: Thresholds, now: datetime, *, ended: list[Anomaly] | None = None
+) -> JobDetector:
+    """The detector after `rows` and time up to `now`; `ended` collects the anomalies that ended meanwhile."""
     detector = JobDetector(thresholds)
+    gone: list[Anomaly] = []
     for row in rows:
-        _advance(detector, row.ts)
-        detector.observe(sample_of(row))
-    _advance(detector, now)
+        gone += _advance(detector, row.ts)
+        gone += detector.observe(sample_of(row))
+    gone += _advance(detector, now)
+    if ended is not None:
+        ended.extend(a for a in gone if a.end is not None)
     return detector
 
 
@@ -182,11 +189,12 @@ class ThroughputMonitor:
         rows = await self.samples(org_id, cluster, job, since=since, until=now + timedelta(minutes=5))
         if not rows:
             return 0  # silent for longer than the window: an open stall stays open until throughput is back
-        detector = run_detector(rows, thresholds_for(self._desk.program, org_id), now)
+        ended: list[Anomaly] = []
+        detector = run_detector(rows, thresholds_for(self._desk.program, org_id), now, ended=ended)
         current = detector.current
         if current is None:
             if row is not None and detector.baseline is not None:  # no baseline: no verdict, nothing closes
-                await self._close(row, detector, rows, now, note="throughput is back")
+                await self._close(row, detector, rows, now, note="throughput is back", ended=ended[-1:])
                 return 1
             return 0
         if row is not None and row.status == current.kind:
@@ -283,7 +291,14 @@ class ThroughputMonitor:
         return ts
 
     async def _close(
-        self, row: Episode, detector: JobDetector, rows: Sequence[ThroughputSample], now: datetime, *, note: str
+        self,
+        row: Episode,
+        detector: JobDetector,
+        rows: Sequence[ThroughputSample],
+        now: datetime,
+        *,
+        note: str,
+        ended: Sequence[Anomaly] = (),
     ) -> None:
         message = await self._recovered(row, detector, rows, now)
         if not await self._desk.close(row, {"closed_at": now, "updated_at": now, "message": message[:1000]}):
@@ -300,6 +315,8 @@ class ThroughputMonitor:
             message=alerts.job_alert(row, org_name=self._desk.org_name(row.org_id), tz=self._desk.tz, now=now),
             line=alerts.job_coordination_line(row, channel=row.channel_id, now=now),
         )
+        if row.message_ts and ended:  # the whole anomaly, start to end, zoomed in when it was short
+            await self._chart(row, now, thread_ts=row.message_ts, anomaly=ended[-1])
 
     async def _recovered(
         self, row: Episode, detector: JobDetector, rows: Sequence[ThroughputSample], now: datetime
@@ -325,7 +342,11 @@ class ThroughputMonitor:
     ) -> bytes:
         """The last `hours` of a cluster's jobs (or one job): throughput, and for one job its baseline,
         threshold and anomaly."""
-        rows = await self.samples(org_id, cluster, job, since=now - timedelta(hours=hours), until=now)
+        since = now - timedelta(hours=hours)
+        zoom = None
+        if job is not None and anomaly is not None:
+            zoom = charts.zoom_for(charts.Band(anomaly.start, anomaly.end, anomaly.kind), since=since, until=now)
+        rows = await self.samples(org_id, cluster, job, since=min(since, zoom.since) if zoom else since, until=now)
         by_job: dict[str, list[ThroughputSample]] = {}
         for row in rows:
             by_job.setdefault(row.job, []).append(row)
@@ -350,19 +371,21 @@ class ThroughputMonitor:
             baseline=baseline,
             threshold=threshold,
             bands=bands,
-            since=now - timedelta(hours=hours),
+            since=since,
             until=now,
             tz=self._desk.tz,
             unit=unit_of(rows),
+            zoom=zoom,
         )
 
     async def _chart(self, row: Episode, now: datetime, *, thread_ts: str, anomaly: Anomaly) -> None:
         hours = CHART_WINDOW.total_seconds() / 3600
         png = await self.chart(row.org_id, row.cluster_name, row.node_key, hours=hours, now=now, anomaly=anomaly)
+        what = "until it recovered" if anomaly.end is not None else "last 6 h"
         await self._desk.upload(
             row.channel_id,
             filename=f"{row.cluster_name}-{row.node_key}-throughput.png".replace("/", "-"),
             content=png,
-            title=f"{row.node_key}: throughput, baseline and threshold, last 6 h",
+            title=f"{row.node_key}: throughput, baseline and threshold, {what}",
             thread_ts=thread_ts,
         )

@@ -33,6 +33,10 @@ HEIGHT_PX = 420
 BAR_HEIGHT_PX = 40  # per bar in bar charts, on top of BAR_FRAME_PX for the title and axis
 BAR_FRAME_PX = 120
 BAR_MIN_HEIGHT_PX = 240
+ZOOM_HEIGHT_PX = 300  # the zoomed panel under the long one, when an anomaly is too short to see in it
+ZOOM_MARGIN = timedelta(minutes=30)  # shown on each side of a short anomaly
+MIN_BAND_PX = 60  # an anomaly narrower than this in the long panel gets a zoomed panel
+PLOT_WIDTH_PX = 880  # the plot area of a 1000 px chart (the rest is the value axis and margins)
 GAP_FACTOR = 3.0  # a step longer than this many times a series' usual sample interval is drawn as a gap
 NO_DATA = "no data"
 DASH = "\N{EN DASH}"  # between the two ends of a time window
@@ -70,6 +74,35 @@ class Band:
 # ---------------------------------------------------------------------------------------------- throughput
 
 
+@dataclass(frozen=True)
+class Zoom:
+    """The window of the zoomed panel: a short anomaly and ZOOM_MARGIN either side of it."""
+
+    since: datetime
+    until: datetime
+
+    @property
+    def px_per_minute(self) -> float:
+        return PLOT_WIDTH_PX / ((self.until - self.since).total_seconds() / 60)
+
+
+def px_per_minute(since: datetime, until: datetime) -> float:
+    """How wide a minute is drawn in a panel of [since, until]."""
+    return PLOT_WIDTH_PX / ((until - since).total_seconds() / 60)
+
+
+def zoom_for(band: Band, *, since: datetime, until: datetime) -> Zoom | None:
+    """The zoomed window for an anomaly too short to be seen in the chart of [since, until] (narrower than
+    MIN_BAND_PX there: a 3-minute stall in 6 hours is 7 px), else None. It spans the anomaly and ZOOM_MARGIN
+    either side, stopping at `until` (nothing is known after it): some 14 px a minute, each 30-second sample
+    drawn 7 px from the next, and a 3-minute stall 40 px wide."""
+    end = until if band.end is None else min(band.end, until)
+    width_px = max(0.0, (end - band.start).total_seconds() / 60) * px_per_minute(since, until)
+    if width_px >= MIN_BAND_PX:
+        return None
+    return Zoom(since=band.start - ZOOM_MARGIN, until=min(end + ZOOM_MARGIN, until))
+
+
 def throughput_chart(
     *,
     title: str,
@@ -81,9 +114,11 @@ def throughput_chart(
     until: datetime,
     tz: ZoneInfo,
     unit: str = "tokens/s",
+    zoom: Zoom | None = None,
 ) -> bytes:
     """PNG of throughput over [since, until]: one line per series, the baseline dashed, the alert threshold
-    dotted, anomaly bands shaded and labelled; times shown in `tz`. All datetimes must be timezone-aware."""
+    dotted, anomaly bands shaded and labelled; times shown in `tz`. All datetimes must be timezone-aware.
+    With `zoom` (see zoom_for), a second panel under it shows that window at a readable scale."""
     return png(
         throughput_figure(
             title=title,
@@ -95,6 +130,7 @@ def throughput_chart(
             until=until,
             tz=tz,
             unit=unit,
+            zoom=zoom,
         )
     )
 
@@ -110,12 +146,9 @@ def throughput_figure(
     until: datetime,
     tz: ZoneInfo,
     unit: str = "tokens/s",
+    zoom: Zoom | None = None,
 ) -> Figure:
-    """The figure behind `throughput_chart`."""
-    import numpy as np
-    from matplotlib import dates as mdates
-    from matplotlib import transforms
-
+    """The figure behind `throughput_chart`: fig.axes[0] the whole window, fig.axes[1] the zoom if any."""
     _require_aware(since, "since")
     _require_aware(until, "until")
     if until <= since:
@@ -124,9 +157,42 @@ def throughput_figure(
         _require_aware(band.start, f"band {band.label!r} start")
         if band.end is not None:
             _require_aware(band.end, f"band {band.label!r} end")
+    if zoom is not None and zoom.until <= zoom.since:
+        raise ValueError("the zoomed window must not be empty")
 
-    fig = _new_figure(WIDTH_PX, HEIGHT_PX)
-    ax = fig.add_subplot()
+    if zoom is None:
+        fig = _new_figure(WIDTH_PX, HEIGHT_PX)
+        ax = fig.add_subplot()
+    else:
+        fig = _new_figure(WIDTH_PX, HEIGHT_PX + ZOOM_HEIGHT_PX)
+        ax, zoomed = fig.subplots(2, 1, height_ratios=[HEIGHT_PX, ZOOM_HEIGHT_PX])
+    _throughput_axes(ax, series, baseline, threshold, bands, since, until, tz, unit)
+    ax.set_title(title, loc="left", fontsize=TITLE_SIZE, fontweight="bold")
+    ax.set_title(_window_text(since, until, tz), loc="right", fontsize=TICK_SIZE, color=MUTED)
+    _legend(fig, ax)
+    if zoom is not None:
+        _throughput_axes(zoomed, series, baseline, threshold, bands, zoom.since, zoom.until, tz, unit)
+        zoomed.set_title("zoomed in on the anomaly", loc="left", fontsize=LABEL_SIZE, fontweight="bold")
+        zoomed.set_title(_window_text(zoom.since, zoom.until, tz), loc="right", fontsize=TICK_SIZE, color=MUTED)
+    return fig
+
+
+def _throughput_axes(
+    ax: Axes,
+    series: Sequence[Series],
+    baseline: float | None,
+    threshold: float | None,
+    bands: Sequence[Band],
+    since: datetime,
+    until: datetime,
+    tz: ZoneInfo,
+    unit: str,
+) -> None:
+    """One panel of a throughput chart over [since, until]."""
+    import numpy as np
+    from matplotlib import dates as mdates
+    from matplotlib import transforms
+
     x_min, x_max = (float(v) for v in mdates.date2num([since, until]))
     peak = 0.0
     any_data = False
@@ -196,10 +262,6 @@ def throughput_figure(
     # Head room above the highest mark leaves space for the band labels.
     _value_axis(ax, ax.yaxis, peak=peak * 1.18 if peak > 0 else 1.0)
     ax.set_ylabel(unit, fontsize=LABEL_SIZE)
-    ax.set_title(title, loc="left", fontsize=TITLE_SIZE, fontweight="bold")
-    ax.set_title(_window_text(since, until, tz), loc="right", fontsize=TICK_SIZE, color=MUTED)
-    _legend(fig, ax)
-    return fig
 
 
 def _series_arrays(series: Series) -> tuple[Any, Any]:

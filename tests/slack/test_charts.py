@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 
 import numpy as np
 import pytest
+from matplotlib import dates as mdates
 from matplotlib.figure import Figure
 
 from bot.slack import charts
@@ -303,3 +304,32 @@ def test_bar_chart_refuses_mismatched_or_non_finite_values() -> None:
         charts.bar_chart(title="Usage", labels=["a", "b"], values=[1.0], unit="h")
     with pytest.raises(ValueError):
         charts.bar_chart(title="Usage", labels=["a"], values=[math.nan], unit="h")
+
+
+def test_a_short_anomaly_in_a_long_chart_gets_a_zoomed_panel_of_it_and_30_minutes_either_side() -> None:
+    """Issue 11: a 3-minute stall in the 6-hour chart is 7 px wide, invisible; the zoom shows it readably."""
+    start = UNTIL - timedelta(hours=2)
+    stall = Band(start=start, end=start + timedelta(minutes=3), label="stall")
+    assert charts.px_per_minute(SINCE, UNTIL) * 3 < 10, "too thin to see in the long panel"
+    zoom = charts.zoom_for(stall, since=SINCE, until=UNTIL)
+    assert zoom is not None
+    assert zoom.since <= stall.start - timedelta(minutes=30) and zoom.until >= start + timedelta(minutes=33)
+    assert zoom.until - zoom.since <= timedelta(minutes=70), "no wider than it needs to be"
+    assert zoom.px_per_minute * 3 >= 30, "the stall is some 40 px wide"
+    assert zoom.px_per_minute * STEP.total_seconds() / 60 >= 5, "30-second samples drawn apart"
+
+    fig = charts.throughput_figure(**chart_kwargs(bands=[stall], zoom=zoom))
+    long_panel, zoomed = fig.axes
+    assert long_panel.get_xlim() == pytest.approx(tuple(mdates.date2num([SINCE, UNTIL])))
+    assert zoomed.get_xlim() == pytest.approx(tuple(mdates.date2num([zoom.since, zoom.until])))
+    assert "zoomed in on the anomaly" in texts(fig)
+    assert png_size(charts.throughput_chart(**chart_kwargs(bands=[stall], zoom=zoom))) == (1000, 720)
+
+
+def test_an_anomaly_wide_enough_to_see_or_ongoing_at_the_edge_is_zoomed_only_when_short() -> None:
+    long_slowdown = Band(start=UNTIL - timedelta(hours=1), end=None, label="slowdown")
+    assert charts.zoom_for(long_slowdown, since=SINCE, until=UNTIL) is None, "an hour of 6 is plain to see"
+    fresh = Band(start=UNTIL - timedelta(minutes=12), end=None, label="stall")
+    zoom = charts.zoom_for(fresh, since=SINCE, until=UNTIL)
+    assert zoom is not None and zoom.since == fresh.start - timedelta(minutes=30)
+    assert zoom.until == UNTIL, "nothing is known after the chart's end"
