@@ -135,7 +135,13 @@ def build_services(
         audit=audit,
         templates=load_templates(settings.pitcrew_templates),  # validated on start: a bad file stops it
         operations=Operations(
-            db=db, fleet=fleet, poster=poster, audit=audit, access=access, tz=ZoneInfo(program.timezone)
+            db=db,
+            fleet=fleet,
+            poster=poster,
+            audit=audit,
+            access=access,
+            tz=ZoneInfo(program.timezone),
+            plan_ttl=timedelta(minutes=settings.pitcrew_plan_ttl_minutes),
         ),
         monitor=monitor,
         throughput=throughput,

@@ -59,6 +59,8 @@ class Settings(BaseSettings):
     # Days raw throughput samples are kept (one-minute rollups are kept longer); also the oldest `ts` the
     # ingest API accepts.
     pitcrew_throughput_raw_days: int = Field(default=14, ge=1, le=3650)
+    # Minutes a plan (a Confirm button) stays valid: its quota check and prices were true when it was made.
+    pitcrew_plan_ttl_minutes: int = Field(default=30, ge=1, le=7 * 24 * 60)
     # "json": one JSON object per log line, for log collectors (bot.logs.configure_logging).
     pitcrew_log_format: Literal["text", "json"] = "text"
 

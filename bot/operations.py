@@ -2,9 +2,10 @@
 
 Launch, scale, reboot, replace, delete and stopping a ParallelCluster compute fleet all go the same way.
 Confirming is one conditional UPDATE of the operation's row (planned -> running), so a double click, a
-Slack retry or a second replica finds the row already claimed and starts nothing. A running operation is
-watched by polling AWS with backoff, its progress message edited in place; running operations are picked
-up again when the bot starts, so a restart neither forgets nor repeats them.
+Slack retry or a second replica finds the row already claimed and starts nothing. A plan expires `plan_ttl`
+after it was made (its quota check and prices were true then); its Confirm then starts nothing. A running
+operation is watched by polling AWS with backoff, its progress message edited in place; running operations
+are picked up again when the bot starts, so a restart neither forgets nor repeats them.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 
 CONFIRM, CANCEL = blocks.CONFIRM_ACTION, blocks.CANCEL_ACTION  # also the audit log's command names
 STUCK_AFTER = timedelta(minutes=90)  # no visible change for this long: the change is reported as failed
+PLAN_TTL = timedelta(minutes=30)  # the default of PITCREW_PLAN_TTL_MINUTES
 
 
 class NothingStarted(Exception):
@@ -52,6 +54,7 @@ class Operations:
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     first_poll: float = 2.0
     max_poll: float = 30.0
+    plan_ttl: timedelta = PLAN_TTL
     _watchers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
 
     async def propose(
@@ -150,6 +153,11 @@ class Operations:
         if refusal:
             self.record(operation, user_id=user_id, command=CONFIRM, outcome=Outcome.REFUSED, detail=refusal)
             return blocks.refusal(refusal), False
+        expired = self._expired(operation)
+        if expired:
+            self.record(operation, user_id=user_id, command=CONFIRM, outcome=Outcome.REFUSED, detail=expired)
+            # Replaces the plan: its buttons go, so nobody confirms yesterday's quota and prices later either.
+            return blocks.problem(f"This {expired}; run the command again for current quota and prices."), True
         if operation.status == OperationStatus.PLANNED.value and operation.kind != Kind.LAUNCH.value:
             other = await self.busy(
                 org_id=operation.org_id, backend=Backend(operation.backend), cluster_name=operation.cluster_name
@@ -187,6 +195,19 @@ class Operations:
         await self._set(operation.id, started_at=operation.started_at, detail=operation.detail[:2000])
         self._watch(operation)
         return blocks.operation_decided(operation, "confirmed"), True
+
+    def _expired(self, operation: Operation) -> str | None:
+        """Why a plan may no longer be confirmed ("plan expired at HH:MM (N min after it was made)"), or None."""
+        if operation.status != OperationStatus.PLANNED.value:
+            return None  # decided already: the claim below says how
+        expires_at = operation.requested_at + self.plan_ttl
+        now = self.clock()
+        if now < expires_at:
+            return None
+        local = expires_at.astimezone(self.tz)
+        shown = f"{local:%H:%M}" if local.date() == now.astimezone(self.tz).date() else f"{local:%Y-%m-%d %H:%M}"
+        minutes = int(self.plan_ttl.total_seconds() // 60)
+        return f"plan expired at {shown} ({minutes} min after it was made)"
 
     async def _post_progress(self, operation: Operation, user_id: str) -> str | None:
         """Post the progress message in the plan's channel or, where Pitcrew may not post (a private channel
