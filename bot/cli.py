@@ -109,7 +109,10 @@ def serve(settings: Settings, host: str, port: int) -> int:
     pitcrew = build_app(settings=settings, program=program)
     prefer_the_event_loop()
     # No access log: Slack's requests would log a line each, and Pitcrew audits what matters.
-    config = uvicorn.Config(pitcrew.asgi, host=host, port=sock.getsockname()[1], log_level="info", access_log=False)
+    # log_config=None: uvicorn's own lines go through bot.logs like the rest (JSON when asked, secrets masked).
+    config = uvicorn.Config(
+        pitcrew.asgi, host=host, port=sock.getsockname()[1], log_level="info", access_log=False, log_config=None
+    )
     try:
         uvicorn.Server(config).run(sockets=[sock])
     finally:
