@@ -11,8 +11,8 @@ import shlex
 from dataclasses import dataclass
 
 from bot.access import Action
-from bot.names import shown
 from bot.audit_view import ACTIONS
+from bot.names import shown
 
 MAX_TEXT = 1000  # a real /cluster command is a few dozen characters; longer text is a paste gone wrong
 CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,62}")  # HyperPod's and ParallelCluster's common ground

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from bot import audit_view
 from bot.access import AccessPolicy
 from bot.audit import AuditLog
 from bot.clusters.fleet import Fleet
@@ -83,11 +84,24 @@ class Services:
         async with self.db.session() as session:
             await crud.sync_orgs(session, orgs=rows)
 
-    async def audit_entries(self, *, org_id: str | None, since: datetime, limit: int = 40) -> list[AuditEntry]:
-        """The newest audit entries of an org (None: every org) since a time; written entries only."""
+    async def audit_entries(
+        self,
+        *,
+        org_id: str | None,
+        since: datetime,
+        user_id: str | None = None,
+        action: str | None = None,
+        limit: int = 40,
+    ) -> list[AuditEntry]:
+        """The newest audit entries of an org (None: every org) since a time, of one user and of one kind of
+        action (a key of bot.audit_view.ACTIONS) when given; everything recorded so far is written first."""
         await self.audit.flush()
+        matches = audit_view.ACTIONS[action] if action else None
         async with self.db.session() as session:
-            return list(await crud.audit_entries(session, org_id=org_id, since=since, limit=limit))
+            entries = await crud.audit_entries(
+                session, org_id=org_id, user_id=user_id, since=since, matches=matches, limit=limit
+            )
+        return list(entries)
 
     async def remember(self, clusters: Sequence[Cluster]) -> None:
         """Store clusters as last seen; a failure here is logged, never shown to the caller."""

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import case, delete, func, insert, or_, update
+from sqlalchemy import and_, case, delete, false, func, insert, or_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
@@ -109,8 +109,11 @@ async def audit_entries(
     org_id: str | None = None,
     user_id: str | None = None,
     since: datetime | None = None,
+    matches: Sequence[tuple[str, str | None]] | None = None,
     limit: int = 100,
 ) -> Sequence[AuditEntry]:
+    """The newest entries, filtered. `matches`: (command, first word of the text or None for any) pairs, an
+    entry kept when it fits one (bot.audit_view.ACTIONS says which pairs an `--action` means)."""
     query = select(AuditEntry).order_by(col(AuditEntry.at).desc(), col(AuditEntry.id).desc()).limit(limit)
     if org_id:
         query = query.where(AuditEntry.org_id == org_id)
@@ -118,7 +121,18 @@ async def audit_entries(
         query = query.where(AuditEntry.user_id == user_id)
     if since:
         query = query.where(col(AuditEntry.at) >= since)
+    if matches is not None:
+        query = query.where(or_(false(), *(_audit_match(command, word) for command, word in matches)))
     return (await session.exec(query)).all()
+
+
+def _audit_match(command: str, word: str | None) -> Any:
+    """An entry of `command` whose text starts with the word `word` (any case, after spaces)."""
+    if word is None:
+        return col(AuditEntry.command) == command
+    first = func.lower(func.ltrim(col(AuditEntry.text)))
+    pattern = word.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + " %"
+    return and_(col(AuditEntry.command) == command, or_(first == word.lower(), first.like(pattern, escape="\\")))
 
 
 async def add_operation(session: AsyncSession, *, operation: Operation) -> Operation:

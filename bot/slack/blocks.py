@@ -14,11 +14,13 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from bot import audit_view
 from bot.clusters.fleet import OrgClusters
 from bot.clusters.model import Backend, Cluster, Health, Node
 from bot.clusters.plans import LaunchPlan, ScalePlan
 from bot.clusters.templates import TemplateSet
 from bot.commands import SUMMARY, USAGE, UsageError
+from bot.slack import mrkdwn
 
 MAX_BLOCKS = 50
 MAX_SECTION = 3000
@@ -34,8 +36,24 @@ class Reply:
     blocks: list[Block] = field(default_factory=list)
     public: bool = False  # in_channel instead of ephemeral
 
+    def __post_init__(self) -> None:
+        # The last line of defence: whatever a builder forgot to escape, no raw control character reaches
+        # Slack (newline and tab are kept; button values are JSON, which has none).
+        object.__setattr__(self, "text", mrkdwn.visible(self.text))
+        object.__setattr__(self, "blocks", _visible(self.blocks))
+
     def as_message(self) -> dict[str, Any]:
         return {"text": self.text, "blocks": self.blocks}
+
+
+def _visible(value: Any) -> Any:
+    if isinstance(value, str):
+        return mrkdwn.visible(value)
+    if isinstance(value, list):
+        return [_visible(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _visible(item) for key, item in value.items()}
+    return value
 
 
 def header(text: str) -> Block:
@@ -89,8 +107,9 @@ def fit(blocks: list[Block], *, overflow: str) -> list[Block]:
 
 
 def escape(text: str) -> str:
-    """Slack's three control characters; user and AWS text must not turn into links or mentions."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """User and AWS text in mrkdwn: Slack's three control characters escaped (no links or mentions), and
+    control characters shown as symbols, never echoed raw (bot.slack.mrkdwn)."""
+    return mrkdwn.escape(text)
 
 
 def when(moment: datetime | None, tz: ZoneInfo) -> str:
@@ -625,24 +644,43 @@ def operation_decided(operation: Any, verb: str, *, by: str | None = None) -> Re
     return Reply(text=text + follow, blocks=[section(text + follow)], public=True)
 
 
-def audit_reply(entries: Sequence[Any], *, scope: str, days: int, tz: ZoneInfo) -> Reply:
-    """Audit entries, newest first, one line each."""
-    icons = {
-        "allowed": ":white_check_mark:",
-        "done": ":white_check_mark:",
-        "refused": ":no_entry:",
-        "invalid": ":warning:",
-        "failed": ":x:",
-    }
-    lines = [
-        f"{icons.get(e.outcome, '')} {when(e.at, tz)} · <@{e.user_id}> · `{escape(e.command)} {escape(e.text[:80])}`"
-        f" · *{e.outcome}*" + (f" · {escape(e.detail[:120])}" if e.detail else "")
-        for e in entries
-    ]
-    title = f"Audit · {scope} · last {days} day{'s' if days != 1 else ''}"
-    body = sections(lines) if lines else [section("_Nothing recorded in that time._")]
-    text = f"{title}: {len(entries)} entries"
-    return Reply(text=text, blocks=fit([header(title), *body], overflow="{hidden} more blocks: narrow with --days"))
+def audit_reply(
+    entries: Sequence[Any],
+    *,
+    scope: str,
+    days: int,
+    tz: ZoneInfo,
+    ids: bool = False,
+    user: str | None = None,
+    action: str | None = None,
+    limit: int | None = None,
+) -> Reply:
+    """Audit entries, newest first, one readable line each (bot.audit_view). `scope`: plain words, e.g.
+    "Kumo Labs (kumo-labs)" or "every org"; `limit`: how many were asked for, to say when there may be more."""
+    lines = audit_view.describe_all(entries, tz=tz, ids=ids)
+    period = f"last {days} day{'s' if days != 1 else ''}"
+    title = f"Audit · {scope} · {period}"  # a header is plain text: no code spans, no mentions
+    only = []
+    if action:
+        only.append(f"only `{action}`")
+    if user:
+        only.append(f"only <@{user}>" if audit_view.USER_ID.fullmatch(user) else f"only {mrkdwn.code(user)}")
+    filters = (", ".join(only) + ". ") if only else ""
+    zone = datetime.now(tz).strftime("%Z")
+    notes = [f"{filters}Newest first; times in {zone} ({tz.key})."]
+    if limit is not None and len(entries) >= limit:
+        notes.append(f"Showing the newest {limit}: narrow with `--days`, `--user` or `--action`.")
+    if not ids and entries:
+        notes.append("`--ids` adds operation and alert ids.")
+    nothing = "_Nothing recorded in that time" + (" that matches._" if only else "._")
+    body = sections(lines) if lines else [section(nothing)]
+    text = f"{title}: {len(entries)} entr{'y' if len(entries) == 1 else 'ies'}"
+    return Reply(
+        text=text,
+        blocks=fit(
+            [header(title), *body, context(" ".join(notes))], overflow="{hidden} more blocks: narrow with --days"
+        ),
+    )
 
 
 def throughput_reply(

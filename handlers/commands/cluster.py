@@ -222,13 +222,27 @@ async def _audit(services: Services, parsed: ShowAudit, *, user_id: str, channel
             error = UsageError("Say which org's audit log to show.", USAGE["audit"])
             return Answer(blocks.usage_error(error), Outcome.INVALID, detail=error.message)
     if org_id is not None:
-        decision = access.decide(user_id=user_id, action=Action.OPERATE, org_id=org_id)
-        if not decision.allowed:
-            return Answer(blocks.refusal(decision.reason), Outcome.REFUSED, org_id, decision.reason)
+        # An org that does not exist says so, with the orgs there are, rather than "nothing recorded".
+        refused = org_refusal(services, user_id=user_id, action=Action.OPERATE, org_id=org_id)
+        if refused is not None:
+            return refused
     since = services.clock() - timedelta(days=parsed.days)
-    entries = await services.audit_entries(org_id=org_id, since=since)
-    scope = f"`{org_id}`" if org_id else "every org"
-    return Answer(blocks.audit_reply(entries, scope=scope, days=parsed.days, tz=services.tz), org_id=org_id)
+    limit = 40
+    entries = await services.audit_entries(
+        org_id=org_id, since=since, user_id=parsed.user, action=parsed.action, limit=limit
+    )
+    scope = f"{services.org_names.get(org_id, org_id)} ({org_id})" if org_id else "every org"
+    reply = blocks.audit_reply(
+        entries,
+        scope=scope,
+        days=parsed.days,
+        tz=services.tz,
+        ids=parsed.ids,
+        user=parsed.user,
+        action=parsed.action,
+        limit=limit,
+    )
+    return Answer(reply, org_id=org_id)
 
 
 def _invalid(message: str, usage: str, org_id: str | None = None) -> Answer:

@@ -1,0 +1,196 @@
+"""The audit log as people read it: one line per entry, the verb in words, who, what, outcome. Pure.
+
+Entries name what happened in the writers' terms (a slash command and its text; a button's action id and
+the operation's summary, "scale kumo-labs/kumo-p5-train workers 2→4"); this module turns them into
+"confirmed a scale of `kumo-labs/kumo-p5-train workers 2→4`" and knows which entries an `--action` means.
+
+Internal ids (operations' 32-hex ids, AWS request ids, episode and silence numbers) are left out unless
+asked for. Whatever a user typed is shown inside inline code that it cannot break out of (bot.slack.mrkdwn);
+our own details are shown as plain text with the characters Slack would take for formatting neutralized.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from bot.slack.mrkdwn import code, cut, escape, visible
+
+# Action ids and callback ids as the handlers record them (bot.slack.blocks and bot.digest.render define
+# them; tests/test_audit_view.py checks these copies, which cannot be imported here without a cycle).
+CONFIRM, CANCEL = "operation_confirm", "operation_cancel"
+DELETE_OPEN, DELETE_VIEW = "delete_open", "delete_confirm"
+TRACK_VIEW, TRACK_ADD = "track_add_record", "track_add"
+ACK, SILENCE, UNSILENCE = "alert_ack", "alert_silence", "alert_unsilence"
+ALERT_REPLACE, ALERT_REBOOT = "alert_replace", "alert_reboot"
+KINDS = ("launch", "scale", "reboot", "replace", "delete", "stop_fleet")  # bot.clusters.progress.Kind
+NOUNS = {"stop_fleet": "compute fleet stop"}
+
+# (command, first word of the entry's text or None for any): the entries an `--action` filter keeps.
+Match = tuple[str, str | None]
+
+
+def _change(kind: str, *extra: Match) -> tuple[Match, ...]:
+    return (("/cluster", kind), (CONFIRM, kind), (CANCEL, kind), (kind, None), *extra)
+
+
+ACTIONS: dict[str, tuple[Match, ...]] = {
+    "launch": _change("launch"),
+    "scale": (*_change("scale"), *_change("stop_fleet")[1:]),  # a shrink may need the fleet stopped first
+    "replace": _change("replace", (ALERT_REPLACE, None)),
+    "reboot": _change("reboot", (ALERT_REBOOT, None)),
+    "delete": _change("delete", (DELETE_OPEN, None), (DELETE_VIEW, None)),
+    "confirm": ((CONFIRM, None), (DELETE_VIEW, None)),
+    "cancel": ((CANCEL, None),),
+    "ack": ((ACK, None),),
+    "silence": ((SILENCE, None), (UNSILENCE, None)),
+    "alerts": ((ACK, None), (SILENCE, None), (UNSILENCE, None), (ALERT_REPLACE, None), (ALERT_REBOOT, None)),
+    "track": (("/track", None), (TRACK_VIEW, None), (TRACK_ADD, None)),
+    "digest": (("/digest", None),),
+    **{read: (("/cluster", read),) for read in ("list", "status", "nodes", "templates", "throughput", "audit")},
+}
+
+OUTCOME_ICON = {
+    "allowed": ":white_check_mark:",
+    "done": ":white_check_mark:",
+    "refused": ":no_entry:",
+    "invalid": ":warning:",
+    "failed": ":x:",
+}
+OUTCOME_WORD = {"allowed": "ok", "done": "done", "refused": "refused", "invalid": "bad input", "failed": "failed"}
+TEXT_LIMIT, DETAIL_LIMIT = 100, 160
+USER_ID = re.compile(r"[UW][A-Z0-9]{2,23}")
+_OPERATION_ID = re.compile(r"\b[0-9a-f]{32}\b")
+_PROPOSED_AS = re.compile(r"\s+as\s+(?:[0-9a-f]{32}|None)\b")  # "proposed as <id>" -> "proposed"
+_REQUEST_ID = re.compile(r"\s*\(request [^)]{1,80}\)")
+_UTC_TIME = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d)(?::\d\d)? UTC")
+_ALERT_TEXT = re.compile(r"(episode|silence) (\d+) (\S+)(?: (\S+))?")
+# The details that only repeat the verb ("confirmed a scale ... · ok · confirmed").
+_SAID_BY_VERB = {"confirmed", "cancelled", "acknowledged", "ended early"}
+
+
+@dataclass(frozen=True)
+class AuditLine:
+    icon: str
+    at: str
+    who: str
+    what: str  # the verb and its object, mrkdwn
+    outcome: str
+    detail: str  # plain, mrkdwn-safe; "" for none
+
+    def render(self) -> str:
+        detail = f": {self.detail}" if self.detail else ""
+        return f"{self.icon} {self.at} · {self.who} {self.what} · *{self.outcome}*{detail}"
+
+
+def when(moment: datetime, tz: ZoneInfo) -> str:
+    """A time in the program's zone, short: the zone is named once, under the list."""
+    aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    return aware.astimezone(tz).strftime("%b %d %H:%M")
+
+
+def who(user_id: str) -> str:
+    return f"<@{user_id}>" if USER_ID.fullmatch(user_id) else code(user_id, limit=24)
+
+
+def plain(text: str, limit: int = DETAIL_LIMIT) -> str:
+    """Our own text (a refusal's reason, an error) shown as plain mrkdwn that cannot change the line's
+    formatting: backticks become quotes, and *, ~ and a word-edge _ (what Slack takes for bold, strike and
+    italics) become look-alikes that Slack does not. Details are stored as the mrkdwn they were shown in,
+    so Slack's three escapes are undone first (and done again last), never doubled."""
+    raw = text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    clean = cut(visible(raw, one_line=True), limit)
+    clean = clean.replace("`", "'").replace("*", "\u2217").replace("~", "\u223c")
+    clean = re.sub(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])", "\uff3f", clean)
+    return escape(clean)
+
+
+def _without_ids(text: str) -> str:
+    text = _PROPOSED_AS.sub("", text)
+    text = _REQUEST_ID.sub("", text)
+    return _OPERATION_ID.sub("", text).strip()
+
+
+def _local_times(text: str, tz: ZoneInfo) -> str:
+    """Times written into details in UTC ("until 2026-12-01 14:00 UTC") shown in the program's zone."""
+
+    def local(match: re.Match[str]) -> str:
+        moment = datetime.strptime(match[1], "%Y-%m-%d %H:%M").replace(tzinfo=UTC)
+        return when(moment, tz)
+
+    return _UTC_TIME.sub(local, text)
+
+
+def _operation(text: str) -> tuple[str, str]:
+    """(noun, what) of an operation summary, "scale kumo-labs/x workers 2→4"."""
+    kind, _, rest = text.partition(" ")
+    if kind in KINDS:
+        return NOUNS.get(kind, kind), rest
+    return "change", text
+
+
+def _alert(text: str, *, ids: bool) -> tuple[str, str]:
+    """(cluster, extra) of an alert entry's text, "episode 12 kumo-labs/x i-0abc"."""
+    match = _ALERT_TEXT.fullmatch(text.strip())
+    if match is None:
+        return text, ""
+    extra = f" (node {code(match[4])})" if match[4] else ""
+    if ids:
+        extra += f" ({match[1]} {match[2]})"
+    return match[3], extra
+
+
+def describe(entry: Any, *, tz: ZoneInfo, ids: bool = False) -> AuditLine:
+    """One audit entry (an AuditEntry, or anything with its fields) as a line."""
+    command, text, detail = str(entry.command), str(entry.text), str(entry.detail or "")
+    actor = who(str(entry.user_id))
+    if command.startswith("/"):
+        what = "ran " + code(f"{command} {text.strip()}", limit=TEXT_LIMIT)
+    elif command in (CONFIRM, CANCEL, DELETE_OPEN, DELETE_VIEW):
+        noun, target = _operation(text)
+        verb = {
+            CONFIRM: f"confirmed a {noun} of",
+            CANCEL: f"cancelled a {noun} of",
+            DELETE_OPEN: "asked for the form to delete",
+            DELETE_VIEW: "typed the name to delete",
+        }[command]
+        what = f"{verb} {code(target, limit=TEXT_LIMIT)}"
+    elif command in KINDS:
+        noun, target = _operation(text)
+        actor += "'s"
+        what = f"{noun} of {code(target, limit=TEXT_LIMIT)} ended"
+    elif command in (ACK, SILENCE, UNSILENCE, ALERT_REPLACE, ALERT_REBOOT):
+        cluster, extra = _alert(text, ids=ids)
+        target = code(cluster, limit=TEXT_LIMIT)
+        what = {
+            ACK: f"acknowledged the alert on {target}{extra}",
+            SILENCE: f"silenced alerts of {target}{extra}",
+            UNSILENCE: f"ended the silence of {target}{extra}",
+            ALERT_REPLACE: f"asked from an alert to replace a node of {target}{extra}",
+            ALERT_REBOOT: f"asked from an alert to reboot a node of {target}{extra}",
+        }[command]
+    elif command == TRACK_VIEW:
+        what = "added a record with the form"
+    elif command == TRACK_ADD:
+        what = "opened the form to add a record"
+    else:  # a name this version does not know (an older or newer writer): shown as recorded
+        what = f"did {code(command, limit=32)} on {code(text, limit=TEXT_LIMIT)}"
+    shown = detail if ids else _without_ids(detail)
+    shown = "" if shown.strip() in _SAID_BY_VERB else _local_times(shown, tz)
+    outcome = str(entry.outcome)
+    return AuditLine(
+        icon=OUTCOME_ICON.get(outcome, ":grey_question:"),
+        at=when(entry.at, tz),
+        who=actor,
+        what=what,
+        outcome=OUTCOME_WORD.get(outcome, outcome),
+        detail=plain(shown) if shown.strip() else "",
+    )
+
+
+def describe_all(entries: Sequence[Any], *, tz: ZoneInfo, ids: bool = False) -> list[str]:
+    return [describe(entry, tz=tz, ids=ids).render() for entry in entries]
