@@ -8,7 +8,10 @@ health from EC2 status checks, which the API does not report.
 from __future__ import annotations
 
 import json
+import logging
+import random
 import re
+import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -38,6 +41,7 @@ ORG_TAG = "pitcrew:org"
 STATUS_BATCH = 100  # describe_instance_status takes at most 100 ids per call
 _NODE_TYPE_FROM_TAG = {"Compute": "ComputeNode", "": "ComputeNode"}
 EC2_NOTE = "Seen through EC2 tags: this org has no ParallelCluster API, so status and targets are estimates."
+log = logging.getLogger(__name__)
 
 
 # An update refusal that stopping the compute fleet clears. ParallelCluster's update_policy.py says "All compute
@@ -48,10 +52,13 @@ _FLEET_STOP_REFUSAL = re.compile(r"compute (?:nodes|fleet) (?:must|to) be stoppe
 
 
 class ParallelClusterApiError(Exception):
-    def __init__(self, status: int, message: str, update_errors: tuple[str, ...] = ()) -> None:
-        super().__init__(f"ParallelCluster API answered {status}: {message}")
+    def __init__(self, status: int, message: str, update_errors: tuple[str, ...] = (), *, attempts: int = 1) -> None:
+        tried = f" (after {attempts} attempts)" if attempts > 1 else ""
+        super().__init__(f"ParallelCluster API answered {status}{tried}: {message}")
         self.status = status
+        self.message = message
         self.update_errors = update_errors  # messages of updateValidationErrors, when an update was refused
+        self.attempts = attempts
 
     @property
     def needs_fleet_stop(self) -> bool:
@@ -74,6 +81,55 @@ def _api_error(response: httpx.Response) -> ParallelClusterApiError:
         parts += [str(item.get("message", "")) for item in content.get(key, []) or [] if item.get("level") != "INFO"]
     update_errors = tuple(str(item.get("message", "")) for item in content.get("updateValidationErrors", []) or [])
     return ParallelClusterApiError(response.status_code, "; ".join(p for p in parts if p)[:600], update_errors)
+
+
+# Retries, as botocore's "standard" retry mode does for AWS's own clients (botocore/retries/standard.py):
+# - at most 3 attempts in all (DEFAULT_MAX_ATTEMPTS = 3);
+# - before attempt i + 1, a delay of rand(0, 1) * min(base * 2 ** (i - 1), 20 s) (ExponentialBackoff.delay_amount:
+#   truncated binary exponential backoff with full jitter), base 1 s for throttling and 50 ms for other
+#   transient failures (its throttling_base_scale and non_throttling_base_scale);
+# - throttling is 429 (API Gateway's answer past the API's 100 rps, burst 10); transient is 500/502/503/504 and
+#   connection errors (_TRANSIENT_STATUS_CODES, _TRANSIENT_EXCEPTION_CLS);
+# - a server's wait raises the delay to it. botocore reads x-amz-retry-after (ms) and caps the wait at the
+#   jittered delay + 5 s; here HTTP Retry-After (seconds) is read too, and a wait longer than the 20 s cap is
+#   honoured by not retrying at all (the error says how long the API asked for) rather than by asking early.
+# Not copied: standard mode's retry quota (a token bucket per client; backends here live for one call) and
+# adaptive mode's client-side rate limiter (Pitcrew makes a handful of these calls a minute, not hundreds).
+#
+# botocore retries every operation alike because AWS's own APIs take client tokens; ParallelCluster's do not, so
+# a change is retried only where the first attempt certainly did nothing: a GET or a dry run (changes nothing)
+# on any of the above; a change (create, update, delete, compute fleet) only on 429 and 503 (refused at the
+# gateway before the ParallelCluster Lambda ran) and on failing to connect (nothing was sent). Not on 500 or
+# 502 (the Lambda ran and failed part-way, or its answer was lost) nor 504 (API Gateway stops waiting after
+# 29 s while the Lambda, with its 30 s timeout, may still be creating the stack), nor on a read timeout.
+MAX_ATTEMPTS = 3
+MAX_BACKOFF = 20.0
+THROTTLING_BASE = 1.0
+TRANSIENT_BASE = 0.05
+THROTTLED = frozenset({429})
+TRANSIENT = frozenset({500, 502, 503, 504})
+NOT_PROCESSED = frozenset({429, 503})  # the codes a change is retried on
+
+
+def retry_after_seconds(response: httpx.Response) -> float | None:
+    """The server's wait, from Retry-After (seconds) or x-amz-retry-after (milliseconds); None if absent."""
+    for header, scale in (("retry-after", 1.0), ("x-amz-retry-after", 0.001)):
+        value = response.headers.get(header)
+        if value is None:
+            continue
+        try:
+            seconds = float(value) * scale
+        except ValueError:
+            continue  # an HTTP date, say: the backoff alone decides
+        if seconds >= 0:
+            return seconds
+    return None
+
+
+def backoff(attempt: int, *, throttled: bool, rand: Callable[[], float] = random.random) -> float:
+    """The delay after failed attempt `attempt` (1-based): full jitter over a capped exponential."""
+    base = THROTTLING_BASE if throttled else TRANSIENT_BASE
+    return rand() * min(base * 2 ** (attempt - 1), MAX_BACKOFF)
 
 
 @dataclass(frozen=True)
@@ -180,6 +236,9 @@ class ParallelClusterApiBackend:
         ec2: Any,
         http: httpx.Client,
         shared_account: bool = False,
+        sleep: Callable[[float], None] = time.sleep,
+        rand: Callable[[], float] = random.random,
+        max_attempts: int = MAX_ATTEMPTS,
     ) -> None:
         self._org = org_id
         self._api = api_url.rstrip("/")
@@ -188,18 +247,59 @@ class ParallelClusterApiBackend:
         self._ec2 = ec2
         self._http = http
         self._check_tag = shared_account
+        self._sleep = sleep  # these calls run in worker threads (Fleet), so a blocking sleep is right
+        self._rand = rand
+        self._max_attempts = max_attempts
 
     def _send(
         self, method: str, path: str, params: dict[str, str] | None = None, body: dict[str, Any] | None = None
     ) -> httpx.Response:
-        """One SigV4-signed request (the body is part of the signature)."""
+        """A SigV4-signed request (the body is part of the signature), retried as the comment above says.
+
+        The last answer is returned as it came, except a 429 or 5xx that was retried to the end, which raises."""
         query = {"region": self._region, **(params or {})}
         url = f"{self._api}{path}?{urlencode(sorted(query.items()))}"
         content = json.dumps(body).encode() if body is not None else b""
         headers = {"Accept": "application/json", **({"Content-Type": "application/json"} if body is not None else {})}
-        request = AWSRequest(method=method, url=url, data=content, headers=headers)
-        SigV4Auth(self._credentials(), "execute-api", self._region).add_auth(request)
-        return self._http.request(method, url, content=content, headers=dict(request.headers.items()))
+
+        def attempt() -> httpx.Response:
+            request = AWSRequest(method=method, url=url, data=content, headers=headers)
+            # Signed for each attempt: the signature carries the time, and credentials may have been refreshed.
+            SigV4Auth(self._credentials(), "execute-api", self._region).add_auth(request)
+            return self._http.request(method, url, content=content, headers=dict(request.headers.items()))
+
+        changes_nothing = method == "GET" or query.get("dryrun") == "true"
+        return self._retrying(attempt, what=f"{method} {path}", changes_nothing=changes_nothing)
+
+    def _retrying(self, attempt: Callable[[], httpx.Response], *, what: str, changes_nothing: bool) -> httpx.Response:
+        retry_on = THROTTLED | TRANSIENT if changes_nothing else NOT_PROCESSED
+        for number in range(1, self._max_attempts + 1):
+            last = number == self._max_attempts
+            try:
+                response = attempt()
+            except (httpx.ConnectError, httpx.ConnectTimeout):  # nothing was sent: safe to send again
+                if last:
+                    raise
+                delay = backoff(number, throttled=False, rand=self._rand)
+            except httpx.TransportError:  # sent, and perhaps acted on: only what changes nothing is sent again
+                if last or not changes_nothing:
+                    raise
+                delay = backoff(number, throttled=False, rand=self._rand)
+            else:
+                if response.status_code not in retry_on:
+                    return response
+                wait = retry_after_seconds(response)
+                if last or (wait is not None and wait > MAX_BACKOFF):
+                    error = _api_error(response)
+                    asked = f"; it asks to wait {wait:g} s" if wait is not None and wait > MAX_BACKOFF else ""
+                    raise ParallelClusterApiError(
+                        error.status, f"{error.message}{asked}", error.update_errors, attempts=number
+                    )
+                delay = backoff(number, throttled=response.status_code in THROTTLED, rand=self._rand)
+                delay = max(delay, wait) if wait is not None else delay
+            log.info("ParallelCluster API %s: attempt %d failed; retrying in %.2f s", what, number, delay)
+            self._sleep(delay)
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _get(self, path: str, params: dict[str, str] | None = None) -> Any:
         response = self._send("GET", path, params)
@@ -245,7 +345,10 @@ class ParallelClusterApiBackend:
         url = described.get("clusterConfiguration", {}).get("url")
         if not url:
             raise ParallelClusterApiError(200, f"DescribeCluster of {name} gave no clusterConfiguration.url")
-        response = self._http.get(url)  # a presigned S3 URL: no signing
+        # A presigned S3 URL: no signing; S3's 503 SlowDown and 500s retried like the API's GETs.
+        response = self._retrying(
+            lambda: self._http.get(url), what=f"GET the configuration of {name}", changes_nothing=True
+        )
         if response.status_code != 200:
             raise ParallelClusterApiError(response.status_code, f"the configuration of {name}: {response.text[:200]}")
         return response.text
