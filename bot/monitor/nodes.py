@@ -523,21 +523,19 @@ class NodeMonitor:
                 return f"This silence already ended{by} at {when(current.ended_at, self._tz)}; nothing changed."
             return f"This silence already ended at {when(silence.until, self._tz)}, its set time; nothing changed."
         silence = current or silence
+        if silence.message_ts:  # first what stays (its message, the alert), then the line in the thread
+            await self._desk.edit(silence.channel_id, silence.message_ts, alerts.silence_message(silence, tz=self._tz))
         if silence.thread_ts:
-            ref = f"{silence.org_id}/{silence.cluster_name}"
-            at = when(now, self._tz)
-            note = f":loud_sound: <@{user_id}> ended the silence at {at}: new alerts of `{ref}` post again."
-            await self._desk.post(silence.channel_id, alerts.thread_note(note), thread_ts=silence.thread_ts)
-            if silence.message_ts:
-                await self._desk.edit(
-                    silence.channel_id, silence.message_ts, alerts.silence_message(silence, tz=self._tz)
-                )
             async with self._db.session() as session:
                 source = await crud.episode_with_message(
                     session, channel_id=silence.channel_id, message_ts=silence.thread_ts
                 )
             if source is not None:
                 await self.refresh(source)
+            ref = f"{silence.org_id}/{silence.cluster_name}"
+            at = when(now, self._tz)
+            note = f":loud_sound: <@{user_id}> ended the silence at {at}: new alerts of `{ref}` post again."
+            await self._desk.post(silence.channel_id, alerts.thread_note(note), thread_ts=silence.thread_ts)
         return None
 
     # ------------------------------------------------------------------ EventBridge

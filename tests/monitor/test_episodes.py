@@ -191,3 +191,34 @@ def test_a_deleted_cluster_closes_its_episodes_and_hours_are_counted() -> None:
 
 def replace_status(n: Node, status: str) -> Node:
     return Node(n.node_id, n.group, n.instance_type, status, hyperpod_node_health(status), n.launch_time, n.message)
+
+
+def test_a_throughput_alert_names_the_node_that_failed_at_the_time_not_its_later_replacement() -> None:
+    """Issue 11: the next throughput alert named a (wrongly taken) successor as the cause at a time it did
+    not exist. The cause names the node that failed then; its replacement only as such."""
+    from zoneinfo import ZoneInfo
+
+    from bot.monitor.jobs import failed_node_text
+    from storage.models import Episode
+
+    tz = ZoneInfo("Asia/Tokyo")
+    replaced = Episode(
+        org_id="kumo-labs",
+        backend="hyperpod",
+        cluster_name="c1",
+        node_key="i-00000001",
+        kind="node",
+        state="closed",
+        node_ids=["i-00000001", "i-00000020"],
+        status="Running",
+        opened_at=T0,
+        failing_since=T0,
+        updated_at=T0,
+    )
+    text = failed_node_text(replaced, since=T0 - timedelta(minutes=30), tz=tz)
+    assert text.startswith("`i-00000001` (failed at 2026-11-29 18:00 JST") and "replaced by `i-00000020`" in text
+    again = Episode.model_validate(
+        {**replaced.model_dump(), "reopened": 1, "failing_since": T0 + timedelta(hours=2), "state": "open"}
+    )
+    later = failed_node_text(again, since=T0 + timedelta(hours=1), tz=tz)
+    assert later.startswith("`i-00000020` (failed again at 2026-11-29 20:00 JST")

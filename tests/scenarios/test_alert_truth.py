@@ -1,0 +1,259 @@
+"""Alerts that tell the truth (issue 11, defects 5-7), end to end: moto's HyperPod nodes, Pitcrew's own
+scale and replace through Slack, the node monitor's sweeps, throughput samples over the ingest API, and
+the buttons on the alerts in the local Slack.
+
+As in test_node_alerts, the monitor's schedule is off: each test sweeps (or checks) as the scheduler would,
+after one first sweep that opens the seeded program's own failures."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import re
+from collections.abc import AsyncIterator, Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from bot.monitor.tokens import create_token
+from bot.sandbox.moto_support import hyperpod_progress, reset_moto_server, set_hyperpod_node_status
+from bot.sandbox.slack_workspace import Message
+from bot.sandbox.world import Sandbox
+from storage import crud
+from tests.conftest import SeededAws
+from tests.scenarios.conftest import COORDINATION, ask, body
+from tests.scenarios.test_node_alerts import (
+    ACCOUNT,
+    ALICE,
+    BOB,
+    KUMO,
+    REGION,
+    TRAIN,
+    WORKERS,
+    XID,
+    alerts_about,
+    now_of,
+    running_workers,
+    sweep,
+    thread,
+)
+from tests.scenarios.test_throughput import JOB, RATE, history, post
+
+CLUSTER_ALERT_WAIT = 15  # seconds: bounded waits for what a click or a watch posts
+
+
+@pytest.fixture
+def reseed(moto_endpoint: str) -> Iterator[None]:
+    with hyperpod_progress(0.2, create_seconds=0.2, delete_seconds=0.2):
+        yield
+    reset_moto_server(moto_endpoint)  # these tests change the seeded clusters
+
+
+@pytest.fixture
+async def world(sandbox_factory: Callable[..., Any], reseed: None) -> AsyncIterator[Sandbox]:
+    async with sandbox_factory() as sandbox:
+        await sandbox.pitcrew.ready.wait()
+        await sandbox.pitcrew.services.drain()
+        sandbox.pitcrew.services.operations.first_poll = 0.2  # seconds here, where AWS takes minutes
+        sandbox.pitcrew.services.operations.max_poll = 0.5
+        await sandbox.pitcrew.services.monitor.sweep()  # the seeded failures: opened now, not looked at below
+        await sandbox.pitcrew.services.drain()
+        yield sandbox
+
+
+async def change_and_wait(world: Sandbox, text: str, starts: str) -> Message:
+    """Type a change command as Alice, press Confirm, and wait for its progress message to say Done."""
+    planned = await ask(world, user=ALICE, channel=KUMO, text=text)
+    after = len(world.slack.messages)
+    response = await world.slack.click(user_id=ALICE, message=planned, action_id="operation_confirm")
+    assert response.status_code == 200
+    done = await world.slack.wait_for(
+        lambda m: (
+            m in world.slack.messages[after:]
+            and m.text.startswith(starts)
+            and ("Done:" in m.text or "Failed:" in m.text)
+        ),
+        timeout=30,
+    )
+    assert "Done:" in done.text, done.text
+    return done
+
+
+async def sweep_until(world: Sandbox, done: Callable[[], bool], *, sweeps: int = 100) -> None:
+    """Sweep (as the scheduler would) until `done`; bounded."""
+    for _ in range(sweeps):
+        await sweep(world)
+        if done():
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError("not reached within the sweeps")
+
+
+def group_health(message: Message) -> tuple[int, int]:
+    found = re.search(r"\*Group health now\*\n(\d+)/(\d+) healthy", body(message))
+    assert found, body(message)
+    return int(found[1]), int(found[2])
+
+
+def workers(seeded_aws: SeededAws) -> set[str]:
+    org = seeded_aws.program.org("kumo-labs")
+    assert org is not None
+    client = seeded_aws.accounts.client(org, "sagemaker")
+    pages = client.get_paginator("list_cluster_nodes").paginate(ClusterName=TRAIN)
+    return {
+        n["InstanceId"] for page in pages for n in page["ClusterNodeSummaries"] if n["InstanceGroupName"] == WORKERS
+    }
+
+
+async def test_after_a_scale_up_the_replaced_node_names_its_real_successor_and_a_scale_up_failure_is_its_own_alert(
+    world: Sandbox, seeded_aws: SeededAws
+) -> None:
+    """Issue 11, defect 5, replayed: a failed node, the group scaled up, then the failed node replaced."""
+    failed = running_workers(seeded_aws)[0]
+    set_hyperpod_node_status(ACCOUNT, REGION, TRAIN, failed, "Failure", XID)
+    await sweep(world)
+    (alert,) = alerts_about(world, failed)
+
+    before_scale = workers(seeded_aws)
+    await change_and_wait(world, f"scale {TRAIN} {WORKERS} 34", f"Scaling kumo-labs/{TRAIN}")
+    scale_ups = workers(seeded_aws) - before_scale
+    assert len(scale_ups) == 2
+    # No sweep between the scale-up and the replace: the episode never saw the new nodes join, and only the
+    # replace's own record (what AWS accepted, the group when it was planned) tells them apart.
+    before_replace = workers(seeded_aws)
+    await change_and_wait(world, f"replace {TRAIN} {failed}", f"Replacing nodes of kumo-labs/{TRAIN}")
+    (successor,) = workers(seeded_aws) - before_replace
+    await sweep_until(world, lambda: "Recovered after" in now_of(world, alert).text)
+
+    final = now_of(world, alert)
+    assert f"`{failed}` → `{successor}`" in body(final), "the alert names the node that replaced it"
+    assert "confirmed by <@U0ALICE01>" in " ".join(m.text for m in thread(world, alert))
+    assert not any(node in body(final) for node in scale_ups), "no scale-up node is taken for the successor"
+
+    # A scale-up node fails later: its own episode and a new top-level alert, not "failed again" far up.
+    scale_up = sorted(scale_ups)[0]
+    set_hyperpod_node_status(ACCOUNT, REGION, TRAIN, scale_up, "Failure", XID)
+    await sweep(world)
+    (own,) = alerts_about(world, scale_up)
+    assert own.ts != alert.ts and "Node failed" in own.text
+    assert "failed again" not in body(now_of(world, alert))
+    assert len(alerts_about(world, scale_up, COORDINATION)) == 1
+
+
+async def test_a_reopened_episode_posts_a_new_message_linked_to_the_old_one(
+    world: Sandbox, seeded_aws: SeededAws
+) -> None:
+    node = running_workers(seeded_aws)[0]
+    set_hyperpod_node_status(ACCOUNT, REGION, TRAIN, node, "Failure", XID)
+    await sweep(world)
+    (first,) = alerts_about(world, node)
+    set_hyperpod_node_status(ACCOUNT, REGION, TRAIN, node, "Running")
+    await sweep(world)
+    assert "Recovered after" in now_of(world, first).text
+
+    set_hyperpod_node_status(ACCOUNT, REGION, TRAIN, node, "Failure", "EFA link down")
+    await sweep(world)
+    old, new = alerts_about(world, node)
+    assert old.ts == first.ts and "Recovered after" in old.text, "the old message stays as it ended"
+    assert "Node failed" in new.text and "EFA link down" in body(new)
+    assert "follows <" in body(new) and "the earlier alert>" in body(new), "linked to the old thread"
+    assert any("failed again" in m.text and "new alert" in m.text for m in thread(world, first))
+    async with world.pitcrew.services.db.session() as session:
+        (episode,) = [e for e in await crud.open_episodes(session, org_id="kumo-labs") if node in e.node_ids]
+    assert episode.reopened == 1 and episode.message_ts == new.ts
+
+
+async def test_group_health_is_refreshed_when_more_nodes_of_the_group_fail(
+    world: Sandbox, seeded_aws: SeededAws
+) -> None:
+    first, second = running_workers(seeded_aws)[:2]
+    set_hyperpod_node_status(ACCOUNT, REGION, TRAIN, first, "Failure", XID)
+    await sweep(world)
+    (alert,) = alerts_about(world, first)
+    healthy, total = group_health(alert)
+    set_hyperpod_node_status(ACCOUNT, REGION, TRAIN, second, "Failure", XID)
+    await sweep(world)
+    assert group_health(now_of(world, alert)) == (healthy - 1, total)
+
+
+async def test_silence_holds_a_throughput_alert_of_the_cluster_lists_it_and_unsilence_ends_it(
+    world: Sandbox, seeded_aws: SeededAws
+) -> None:
+    """Issue 11, defect 6, replayed: Silence 1 h on a node alert, then a stall of a job on the same cluster."""
+    services = world.pitcrew.services
+    node = running_workers(seeded_aws)[0]
+    set_hyperpod_node_status(ACCOUNT, REGION, TRAIN, node, "Failure", XID)
+    await sweep(world)
+    (alert,) = alerts_about(world, node)
+    await world.slack.click(user_id=ALICE, message=alert, action_id="alert_silence_1")
+    silence_message = await world.slack.wait_for(
+        lambda m: m.thread_ts == alert.ts and "Silenced until" in m.text, timeout=CLUSTER_ALERT_WAIT
+    )
+    text = body(silence_message)
+    assert (
+        "by <@U0ALICE01>" in text and f"new node, cluster and throughput alerts of `{TRAIN}` go to this thread" in text
+    )
+    assert "alert_unsilence" in str(silence_message.blocks)
+    pressed_once = copy.deepcopy(silence_message)  # as a second person still sees it, button and all
+
+    token = await create_token(services.db, org_id="kumo-labs", created_by="test")
+    await post(world, token, history(datetime.now(UTC) - timedelta(minutes=15)))  # silent for 15 minutes
+    coordination_before = len(world.slack.channel_messages(COORDINATION))
+    await services.throughput.check()
+    await services.drain()
+    assert not [m for m in world.slack.channel_messages(KUMO) if "Training stalled" in m.text and not m.thread_ts]
+    assert len(world.slack.channel_messages(COORDINATION)) == coordination_before, "no coordination line either"
+    (held,) = [m for m in thread(world, alert) if "Held back" in m.text]
+    assert JOB in held.text and "stall" in held.text and "JST" in held.text, "what, and when"
+
+    await world.slack.click(user_id=BOB, message=silence_message, action_id="alert_unsilence")
+    refusal = await world.slack.wait_for(lambda m: m.ephemeral_to == BOB, timeout=CLUSTER_ALERT_WAIT)
+    assert "viewer" in refusal.text
+    assert await services.monitor.get_silence(silence_message.blocks[1]["elements"][0]["value"]) is not None
+
+    await world.slack.click(user_id=ALICE, message=silence_message, action_id="alert_unsilence")
+    ended = await world.slack.wait_for(
+        lambda m: m.ts == silence_message.ts and "ended by <@U0ALICE01>" in m.text, timeout=CLUSTER_ALERT_WAIT
+    )
+    assert "alert_unsilence" not in str(ended.blocks), "no button to press once it has ended"
+    await world.slack.wait_for(
+        lambda m: m.thread_ts == alert.ts and "ended the silence" in m.text, timeout=CLUSTER_ALERT_WAIT
+    )
+    await world.slack.wait_for(lambda m: m.ts == alert.ts and "alert_silence_1" in str(m.blocks), timeout=5)
+    assert "silenced until" not in body(now_of(world, alert)), "the alert no longer says it is silenced"
+    await world.slack.click(user_id=ALICE, message=pressed_once, action_id="alert_unsilence")
+    again = await world.slack.wait_for(
+        lambda m: m.ephemeral_to == ALICE and "already ended" in m.text, timeout=CLUSTER_ALERT_WAIT
+    )
+    assert "nothing changed" in again.text
+
+    other = running_workers(seeded_aws)[0]
+    set_hyperpod_node_status(ACCOUNT, REGION, TRAIN, other, "Failure", XID)
+    await sweep(world)
+    assert len(alerts_about(world, other)) == 1, "after Unsilence, a new failure has its own alert again"
+    await services.drain()
+    async with services.db.session() as session:
+        entries = await crud.audit_entries(session, org_id="kumo-labs")
+    unsilences = [(e.user_id, e.outcome) for e in entries if e.command == "alert_unsilence"]
+    assert sorted(unsilences) == sorted([(BOB, "refused"), (ALICE, "done"), (ALICE, "done")])
+
+
+async def test_a_recovered_stall_shows_the_rate_it_recovered_to(world: Sandbox) -> None:
+    """Issue 11, defect 7: the recovered alert said "Now 0 tokens/s"."""
+    services = world.pitcrew.services
+    token = await create_token(services.db, org_id="kumo-labs", created_by="test")
+    await post(world, token, history(datetime.now(UTC) - timedelta(minutes=15)))
+    await services.throughput.check()
+    await services.drain()
+    (alert,) = [m for m in world.slack.channel_messages(KUMO) if "Training stalled" in m.text and not m.thread_ts]
+    assert "Now 0 tokens/s" in body(alert)
+
+    await post(world, token, [{"org": "kumo-labs", "cluster": TRAIN, "job": JOB, "tokens_per_second": RATE}])
+    await services.throughput.check()
+    await services.drain()
+    recovered = now_of(world, alert)
+    assert "Throughput back" in recovered.text
+    assert "Back to 480,000 tokens/s" in body(recovered) and "Now 0 tokens/s" not in body(recovered)
+    charts = [m for m in thread(world, alert) if m.files]
+    assert len(charts) == 2, "the chart at the alert, and the chart of the whole stall once it ended"
