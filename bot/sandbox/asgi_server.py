@@ -54,7 +54,13 @@ async def serve_asgi(
     sock = _bind(host, port)
     bound_port = sock.getsockname()[1]
     config = uvicorn.Config(
-        app, host=host, port=bound_port, log_level=log_level, lifespan="auto", timeout_graceful_shutdown=5
+        app,
+        host=host,
+        port=bound_port,
+        log_level=log_level,
+        log_config=None,  # keep configure_logging's handler (JSON lines, secrets masked), not uvicorn's own
+        lifespan="auto",
+        timeout_graceful_shutdown=5,
     )
     server = _EmbeddedServer(config)
     task = asyncio.create_task(server.serve(sockets=[sock]), name=f"uvicorn:{host}:{bound_port}")
