@@ -22,6 +22,10 @@ CLUSTER_KEY = "cluster"
 GONE = "gone"  # the failed instance left the cluster and no successor is there yet
 # A confirmed replace is looked for this long after AWS accepted it (replacements take minutes, not hours).
 SUCCESSOR_WINDOW = timedelta(hours=6)
+LAUNCH_SLACK = timedelta(minutes=1)  # AWS's clock against ours: a launch time a little before "started"
+# A node on its way out: its replacement may already be listed beside it, so the group's membership is no
+# longer remembered from here on (a node joining now may be that replacement, not one to exclude).
+LEAVING = frozenset({"ShuttingDown", "shutting-down", "stopping", "terminated"})
 GONE_FOR_GOOD = timedelta(hours=24)  # a node gone this long with no successor was removed, not replaced
 
 
@@ -139,16 +143,16 @@ def _successor(
 ) -> tuple[Node, str] | None:
     """The node that replaced the episode's current node, and how ("replace confirmed by ..." or
     "automatic recovery"); None while there is none, and for any node that merely joined the group."""
-    fresh = [
-        node
-        for node in cluster.nodes
-        if node.group == episode.group
-        and node.node_id not in claimed
-        and (episode.group_nodes is None or node.node_id not in episode.group_nodes)
-    ]
+    in_group = [node for node in cluster.nodes if node.group == episode.group and node.node_id not in claimed]
     confirmed = [r for r in replacements if episode.current in r.node_ids and now - r.started_at <= SUCCESSOR_WINDOW]
     for replacement in sorted(confirmed, key=lambda r: r.started_at, reverse=True):
-        candidates = [node for node in fresh if node.node_id not in replacement.before_ids]
+        # Not in the group when it was planned, and launched once AWS took it (a new instance, new id).
+        candidates = [
+            node
+            for node in in_group
+            if node.node_id not in replacement.before_ids
+            and (node.launch_time is None or node.launch_time >= replacement.started_at - LAUNCH_SLACK)
+        ]
         if candidates:
             by = f" confirmed by <@{replacement.confirmed_by}>" if replacement.confirmed_by else ""
             return _earliest(candidates), f"the replace{by}"
@@ -157,6 +161,7 @@ def _successor(
     target = group_target(cluster, episode.group)
     if target is None or target > episode.group_target:
         return None  # the group grew: a new node may be a scale-up node, so none is taken for the successor
+    fresh = [node for node in in_group if node.node_id not in episode.group_nodes]
     return (_earliest(fresh), "automatic recovery") if fresh else None
 
 
@@ -238,15 +243,18 @@ def _follow(
             Changed(episode.id, node_ids, successor.status, successor.message, note, snapshot, target)
         )
         return
-    snapshot, target = _group_nodes(cluster, episode.group), group_target(cluster, episode.group)
-    moved = snapshot != episode.group_nodes or target != episode.group_target
+    members: frozenset[str] | None = _group_nodes(cluster, episode.group)
+    size = group_target(cluster, episode.group)
+    if node.status in LEAVING:
+        members, size = None, episode.group_target  # kept as they were before it began to leave
+    moved = members is not None and (members != episode.group_nodes or size != episode.group_target)
     if node.health is Health.HEALTHY:
         verdict.closed.append(Closed(episode.id, f"`{node.node_id}` is {node.status} again"))
     elif node.status != episode.status or node.message != episode.message:
         note = f"`{node.node_id}`: {episode.status} → {node.status}" + (f" ({node.message})" if node.message else "")
-        verdict.changed.append(Changed(episode.id, episode.node_ids, node.status, node.message, note, snapshot, target))
+        verdict.changed.append(Changed(episode.id, episode.node_ids, node.status, node.message, note, members, size))
     elif moved:  # the group changed around the failed node (say, a scale-up): remembered, not told
-        verdict.changed.append(Changed(episode.id, episode.node_ids, node.status, node.message, "", snapshot, target))
+        verdict.changed.append(Changed(episode.id, episode.node_ids, node.status, node.message, "", members, size))
 
 
 def _cluster_level(cluster: Cluster, episodes: Sequence[Known], now: datetime, verdict: Verdict) -> None:

@@ -170,7 +170,9 @@ class NodeMonitor:
             async with self._db.session() as session:
                 if not await crud.claim_unposted(session, episode_id=members[0].id or 0):
                     continue
-            await self._announce(members, None, None, storm=len(members) > 1)
+            first = members[0]  # a silence set meanwhile holds it back, as it would have at its opening
+            silence = await self._silence(first.org_id, first.backend, first.cluster_name)
+            await self._announce(members, None, silence, storm=len(members) > 1)
             if not members[0].message_ts:  # Slack failed again: let the next sweep try
                 for row in members:
                     await self._desk.update(row, {"message_ts": None})

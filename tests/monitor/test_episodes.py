@@ -122,6 +122,19 @@ def test_a_scale_up_node_that_joined_before_the_failed_node_left_is_never_its_su
     assert changed.node_ids == ("i-00000001", "i-00000020"), "the real replacement, not a scale-up node"
 
 
+def test_a_replacement_listed_beside_its_leaving_node_is_still_its_successor() -> None:
+    """AWS may list the new instance while the old one is still ShuttingDown: from then on the group's
+    membership is not remembered, so the newcomer is not excluded as a node that was already there."""
+    failed = episode("i-00000001", group={"i-00000001", "i-00000002"}, target=2)
+    newcomer = node("i-00000009", "Pending", launched=T0 + timedelta(minutes=5))
+    both = cluster([node("i-00000001", "ShuttingDown"), node("i-00000002"), newcomer], target=2)
+    (leaving,) = assess(both, [failed], now=T0 + timedelta(minutes=5)).changed
+    assert leaving.status == "ShuttingDown" and leaving.group_nodes is None, "membership kept as it was"
+    seen = Known(1, "node", ("i-00000001",), True, "ShuttingDown", "", "workers", T0, None, failed.group_nodes, 2)
+    (changed,) = assess(cluster([node("i-00000002"), newcomer]), [seen], now=T0 + timedelta(minutes=6)).changed
+    assert changed.node_ids == ("i-00000001", "i-00000009")
+
+
 def test_a_confirmed_replace_names_the_node_that_was_not_there_when_it_was_planned() -> None:
     """An episode stored before group members were kept has no automatic successor; Pitcrew's own replace
     (AWS accepted the old id; the group's nodes when planned are on the operation) still finds it."""

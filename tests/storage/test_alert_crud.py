@@ -236,3 +236,60 @@ async def test_storm_episodes_are_the_members_of_one_grouped_message(db: Databas
     assert [m.id for m in members] == [first.id, second.id]
     assert alone.id not in {m.id for m in members}
     assert stored is not None and utc(stored.failing_since) == T0
+
+
+async def test_a_silence_holds_its_clusters_job_alerts_and_ends_early_once(db: Database) -> None:
+    """Issue 11: a silence set on a node alert holds the same cluster's throughput alerts (and the other way
+    round), and Unsilence ends it in one conditional UPDATE: the first press ends it, the next finds it ended."""
+
+    def silence(backend: str, **values: object) -> Silence:
+        fields: dict[str, object] = {
+            **KEY,
+            "backend": backend,
+            "until": T0 + timedelta(hours=1),
+            "set_by": "U0ALICE01",
+            "channel_id": "C0KUMOLAB",
+            "thread_ts": "1764493200.000100",
+            "created_at": T0,
+            **values,
+        }
+        return Silence.model_validate(fields)
+
+    async with db.session() as session:
+        on_node = await crud.add_silence(session, silence=silence("hyperpod"))
+    at = T0 + timedelta(minutes=5)
+    cluster = {"org_id": "kumo-labs", "cluster_name": "kumo-p5", "now": at}
+    async with db.session() as session:
+        for_job = await crud.active_silence(session, backend="throughput", also=("hyperpod", "pcluster"), **cluster)
+        alone = await crud.active_silence(session, backend="throughput", **cluster)
+    assert for_job is not None and for_job.id == on_node.id and alone is None
+
+    ends = await asyncio.gather(
+        *(
+            _end(db, on_node.id or 0, by)
+            for by in ("U0ALICE01", "U0ADMIN01", "U0ALICE01")  # two people, and a double click, at once
+        )
+    )
+    assert sorted(ends) == [False, False, True]
+    async with db.session() as session:
+        after = await crud.active_silence(session, backend="hyperpod", **cluster)
+        ended = await crud.get_silence(session, silence_id=on_node.id or 0)
+    assert after is None and ended is not None and utc(ended.ended_at) == at
+
+    async with db.session() as session:  # a silence past its time cannot be ended again
+        old = await crud.add_silence(session, silence=silence("throughput", until=T0 - timedelta(minutes=1)))
+    assert not await _end(db, old.id or 0, "U0ALICE01")
+
+
+async def _end(db: Database, silence_id: int, by: str) -> bool:
+    async with db.session() as session:
+        return await crud.end_silence(session, silence_id=silence_id, by=by, now=T0 + timedelta(minutes=5))
+
+
+async def test_the_alert_a_silence_was_set_from_is_found_by_its_message(db: Database) -> None:
+    own = await add(db, episode("i-0own", channel_id="C0KUMOLAB", message_ts="1.000100"))
+    await add(db, episode("i-0held", channel_id="C0KUMOLAB", message_ts="1.000100", silenced=True))
+    async with db.session() as session:
+        found = await crud.episode_with_message(session, channel_id="C0KUMOLAB", message_ts="1.000100")
+        none = await crud.episode_with_message(session, channel_id="C0KUMOLAB", message_ts="2.000100")
+    assert found is not None and found.id == own.id and none is None
