@@ -25,10 +25,13 @@ from bot.ingest_api import MAX_BODY_BYTES, PATH, ingest_routes
 from bot.monitor.known_clusters import KnownClusters
 from bot.monitor.tokens import create_token, hash_token
 from bot.sandbox.asgi_server import serve_asgi
+from bot.sandbox.training import TrainingSimulator, sandbox_jobs
+from bot.sandbox.world import Sandbox
 from storage import crud
 from storage.db import Database
 from storage.models import ApiToken, ClusterSeen, Org, ThroughputRollup, ThroughputSample
 from tests.conftest import SeededAws
+from tests.scenarios.conftest import sandbox, sandbox_factory  # noqa: F401  (the sandbox, for its training jobs)
 
 ROOT = Path(__file__).resolve().parents[1]
 ORG, OTHER, CLUSTER = "kumo-labs", "sakura-ai", "kumo-p5"
@@ -437,6 +440,37 @@ async def test_when_aws_cannot_answer_in_time_the_sample_is_accepted(
             response = await api.post(good(cluster="kumo-p5-new"))
         assert response.status_code == 202 and response.json()["accepted"] == 1
         assert "cannot check kumo-labs's cluster names in AWS (AWS did not answer within 0 s)" in caplog.text
+
+
+async def test_the_sandboxs_training_jobs_post_fine_and_a_resent_backfill_is_stored_once(
+    sandbox: Sandbox,  # noqa: F811
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The simulated jobs of `pitcrew demo` post to the real app, on clusters that exist in (moto's) AWS."""
+    at = now()
+    simulator = TrainingSimulator(api_url=sandbox.bot_url, jobs=sandbox_jobs(), clock=lambda: at)
+    await simulator.prepare(sandbox.pitcrew.services.db)
+
+    async def stored() -> int:
+        async with sandbox.pitcrew.services.db.session() as session:
+            found = await crud.active_jobs(session, since=at - timedelta(hours=4))
+            rows = [
+                await crud.samples(
+                    session, org_id=org, cluster=cluster, job=job, since=at - timedelta(hours=4), until=at
+                )
+                for org, cluster, job in found
+                if job in {j.job for j in sandbox_jobs()}
+            ]
+        return sum(len(r) for r in rows)
+
+    with caplog.at_level(logging.WARNING, logger="bot.sandbox.training"):
+        async with httpx.AsyncClient(timeout=30) as http:
+            await simulator.backfill(http)
+            first = await stored()
+            await simulator.backfill(http)  # the same samples again, as after a lost answer
+    assert "refused" not in caplog.text
+    assert first > 2 * 300  # two jobs, three hours at 30 s
+    assert await stored() == first
 
 
 # -- the CLI --------------------------------------------------------------------------------------------------------
