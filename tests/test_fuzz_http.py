@@ -220,7 +220,8 @@ async def command(world: Sandbox, aws: SeededAws, tally: Tally, *, name: str, us
         response = await deliver(world, tally, urlencode(form))
         assert response.status_code == 200 and not response.content, "ack empty: one command, one reply"
         tally.commands += 1
-        replies = lambda m: m.user == world.slack.bot_user_id and world.slack.messages.index(m) >= before  # noqa: E731
+        # The reply comes through the command's response URL (a digest sent posts in channels too).
+        replies = lambda m: m.via == "response_url" and world.slack.messages.index(m) >= before  # noqa: E731
         reply = await world.slack.wait_for(replies, timeout=15)
         assert reply.kind == "ephemeral" or "--public" in text.lower() or name == "/track", reply
 

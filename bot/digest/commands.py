@@ -260,14 +260,23 @@ def _add_record(kind: RecordKind, rest: str, usage: str) -> AddRecord:
     body = rest.strip()
     if not body:
         raise UsageError(f"Say what to record, e.g. `{_EXAMPLES[kind]}`.", usage)
-    if len(body) > MAX_RECORD_TEXT:
-        raise UsageError(
-            f"That {kind.value} is {len(body):,} characters long; a record holds at most {MAX_RECORD_TEXT:,}.", usage
-        )
-    bad = _control(body, allowed="\n\t\r")
-    if bad:
-        raise UsageError(f"That {kind.value} contains a control character ({bad}); a record cannot hold it.", usage)
+    problem = record_text_problem(body, what=kind.value)
+    if problem:
+        raise UsageError(problem, usage)
     return AddRecord(kind=kind, text=body, org=org)
+
+
+def record_text_problem(text: str, *, what: str = "record") -> str | None:
+    """What is wrong with a record's text (trimmed), or None. The one check for every way a record is written
+    (`/track note ...` and the Add-a-record modal), so that neither accepts what the other refuses."""
+    if not text:
+        return "Say what to record."
+    if len(text) > MAX_RECORD_TEXT:
+        return f"That {what} is {len(text):,} characters long; a record holds at most {MAX_RECORD_TEXT:,}."
+    bad = _control(text, allowed="\n\t\r")
+    if bad:
+        return f"That {what} contains a control character ({bad}); a record cannot hold it."
+    return None
 
 
 def _require(rest: str, usage: str) -> SetRequirements:

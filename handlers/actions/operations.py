@@ -67,10 +67,15 @@ async def open_delete_callback(ack: AsyncAck, body: dict[str, Any], context: dic
         else:
             # The modal's submission has no response URL of its own: carry the plan's, to replace the plan.
             metadata = json.dumps({"operation_id": operation.id, "response_url": body["response_url"]})
-            await services.poster.open_view(
-                trigger_id=body["trigger_id"], view=blocks.delete_modal(operation, private_metadata=metadata)
-            )
-            return
+            try:
+                await services.poster.open_view(
+                    trigger_id=str(body.get("trigger_id") or ""),
+                    view=blocks.delete_modal(operation, private_metadata=metadata),
+                )
+                return
+            except Exception:  # an expired or missing trigger (Slack gives it 3 s): say so, not "internal error"
+                logger.warning("opening the delete modal of %s failed", operation_id, exc_info=True)
+                reply = blocks.problem("Slack did not open the form in time; press Delete… again.")
     except Exception:
         logger.exception("opening the delete modal of %s failed", operation_id)
         reply = blocks.problem(INTERNAL_ERROR)

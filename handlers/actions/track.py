@@ -40,7 +40,7 @@ async def open_track_modal_callback(
         private_metadata=json.dumps({"channel_id": channel_id}),
     )
     try:
-        await services.poster.open_view(trigger_id=body["trigger_id"], view=view)
+        await services.poster.open_view(trigger_id=str(body.get("trigger_id") or ""), view=view)
     except Exception:  # an expired trigger (over 3 s): say so rather than fail silently
         logger.exception("opening the track modal failed")
         message = "Slack did not open the form in time; press the button again."

@@ -29,8 +29,12 @@ def _metadata(view: dict[str, Any]) -> tuple[str, str]:
 
 
 def _typed(view: dict[str, Any]) -> str:
-    field = view.get("state", {}).get("values", {}).get(DELETE_NAME_BLOCK, {}).get(DELETE_NAME_INPUT, {})
-    return str((field or {}).get("value") or "").strip()
+    """The typed name; "" when the state is not shaped as Slack sends it."""
+    field: Any = view
+    for key in ("state", "values", DELETE_NAME_BLOCK, DELETE_NAME_INPUT):
+        field = field.get(key) if isinstance(field, dict) else None
+    value = field.get("value") if isinstance(field, dict) else None
+    return value.strip() if isinstance(value, str) else ""
 
 
 async def delete_submission_callback(

@@ -11,7 +11,7 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 
 from bot.access import Action
 from bot.digest import render
-from bot.digest.commands import MAX_RECORD_TEXT
+from bot.digest.commands import record_text_problem
 from bot.digest.facts import TYPED_KINDS, RecordKind
 from bot.services import Services
 from storage.models import Outcome
@@ -20,10 +20,18 @@ INTERNAL_ERROR = "Pitcrew hit an internal error storing that. It is logged; try 
 
 
 def _value(view: dict[str, Any], block: str, action: str) -> str:
-    field = view.get("state", {}).get("values", {}).get(block, {}).get(action, {}) or {}
+    """An input's value; "" for one missing or not shaped as Slack sends it (HTTP requests are checked in
+    bot.inbound, but Socket Mode payloads come straight to the listener)."""
+    field = _object(_object(_object(_object(view.get("state")).get("values")).get(block)).get(action))
     if field.get("type") == "static_select" or "selected_option" in field:
-        return str((field.get("selected_option") or {}).get("value") or "")
-    return str(field.get("value") or "")
+        value = _object(field.get("selected_option")).get("value")
+    else:
+        value = field.get("value")
+    return value if isinstance(value, str) else ""
+
+
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _channel(view: dict[str, Any]) -> str:
@@ -48,12 +56,9 @@ def problems(services: Services, view: dict[str, Any], user_id: str) -> dict[str
     elif not decision.allowed:
         errors[render.TRACK_ORG_BLOCK] = decision.reason
     text = _value(view, render.TRACK_TEXT_BLOCK, render.TRACK_TEXT_INPUT).strip()
-    if not text:
-        errors[render.TRACK_TEXT_BLOCK] = "Say what to record."
-    elif len(text) > MAX_RECORD_TEXT:
-        errors[render.TRACK_TEXT_BLOCK] = f"That is {len(text):,} characters; a record holds up to {MAX_RECORD_TEXT:,}."
-    elif any(ord(c) < 32 and c not in "\n\t\r" for c in text):
-        errors[render.TRACK_TEXT_BLOCK] = "The text holds control characters; type or paste plain text."
+    problem = record_text_problem(text, what=kind if kind in {k.value for k in TYPED_KINDS} else "record")
+    if problem:
+        errors[render.TRACK_TEXT_BLOCK] = problem
     return errors
 
 
