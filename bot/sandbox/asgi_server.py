@@ -44,7 +44,7 @@ async def serve_asgi(
     port: int = 0,
     *,
     log_level: str = "warning",
-    startup_timeout: float = 10.0,
+    startup_timeout: float = 30.0,  # bounds only a failing start; under CPU load a start took over 10 s
 ) -> AsyncIterator[str]:
     """Serve `app` on `host:port` (0 = any free port) and yield its base URL, e.g. "http://127.0.0.1:53121".
 

@@ -42,6 +42,9 @@ TEAM_DOMAIN = "pitcrew-local"
 # Slack's documented response_url limits: 5 uses within 30 minutes.
 RESPONSE_URL_MAX_USES = 5
 RESPONSE_URL_TTL_SECONDS = 30 * 60
+# How long wait_for / wait_for_view wait by default: they return as soon as the message or modal is there,
+# so this bounds only a failing wait, and it is generous for a loaded machine (CI, suites run side by side).
+WAIT_SECONDS = 15.0
 # Slack shows "operation_timeout" when a command or action is not acknowledged within 3 seconds.
 ACK_DEADLINE_SECONDS = 3.0
 
@@ -418,7 +421,7 @@ class LocalSlack:
             urlencode({"payload": json.dumps(payload)}), timestamp=timestamp, signing_secret=None
         )
 
-    async def wait_for(self, predicate: Callable[[Message], bool], *, timeout: float = 5.0) -> Message:
+    async def wait_for(self, predicate: Callable[[Message], bool], *, timeout: float = WAIT_SECONDS) -> Message:
         """The first message (present or yet to arrive, re-checked after edits) matching `predicate`."""
         return await self._wait_until(
             lambda: next((m for m in list(self.messages) if predicate(m)), None),
@@ -427,7 +430,7 @@ class LocalSlack:
         )
 
     async def wait_for_view(
-        self, *, user_id: str, callback_id: str | None = None, timeout: float = 5.0
+        self, *, user_id: str, callback_id: str | None = None, timeout: float = WAIT_SECONDS
     ) -> dict[str, Any]:
         """The modal on top of `user_id`'s screen (present or yet to open), with `callback_id` if given."""
 

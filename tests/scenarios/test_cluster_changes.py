@@ -161,6 +161,8 @@ async def test_only_the_requester_or_an_admin_confirms_and_one_change_at_a_time(
     assert "Wait until its progress message says done" in busy.text
     await finished(world, f"Scaling kumo-labs/{TRAIN}")
     assert group_counts(seeded_aws, TRAIN, WORKERS) == (33, 33)
+    # The losing click is answered (its handling is over) before the progress messages are counted.
+    await world.slack.wait_for(lambda m: m.ephemeral_to == ALICE and "already" in m.text)
     progress = [m for m in world.slack.messages if m.kind == "message" and m.text.startswith("Scaling")]
     assert len(progress) == 1, "a double click scales once"
 

@@ -76,9 +76,10 @@ async def test_confirm_launches_once_and_edits_progress_to_done(
     )
     assert len(progress_messages(sandbox, "kumo-new")) == 1 and done.edits >= 1
     assert kumo_clusters(seeded_aws).count("kumo-new") == 1
+    # The second click was told, and started nothing (its answer may follow the Done edit: wait for it).
+    await sandbox.slack.wait_for(lambda m: m.ephemeral_to == ALICE and "already running" in m.text)
+    assert len(progress_messages(sandbox, "kumo-new")) == 1
     await sandbox.pitcrew.services.drain()
-    texts = [m.text for m in sandbox.slack.messages]
-    assert any("already running" in t for t in texts)  # the second click was told, and started nothing
     async with sandbox.pitcrew.services.db.session() as session:
         entries = await crud.audit_entries(session, org_id="kumo-labs")
     steps = [(e.command, e.outcome) for e in reversed(entries)]
