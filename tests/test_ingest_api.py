@@ -440,6 +440,14 @@ async def test_when_aws_cannot_answer_in_time_the_sample_is_accepted(
             response = await api.post(good(cluster="kumo-p5-new"))
         assert response.status_code == 202 and response.json()["accepted"] == 1
         assert "cannot check kumo-labs's cluster names in AWS (AWS did not answer within 0 s)" in caplog.text
+        # The listing went on without the request, and its answer serves the next posts: the typo is
+        # refused as soon as it is in (bounded wait, each post a new sample).
+        deadline = asyncio.get_running_loop().time() + 15
+        while (await api.post(good(cluster="kumo-p5-new", ts=now().isoformat()))).status_code == 202:
+            assert asyncio.get_running_loop().time() < deadline, "the late AWS answer was never used"
+            await asyncio.sleep(0.05)
+        refused = await api.post(good(cluster="kumo-p5-new"))
+        assert refused.status_code == 400 and "is not a cluster of 'kumo-labs'" in refused.text
 
 
 async def test_the_sandboxs_training_jobs_post_fine_and_a_resent_backfill_is_stored_once(

@@ -12,6 +12,7 @@ accepted: losing a job's throughput during an AWS outage is worse than storing a
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable, Collection, Sequence
@@ -49,7 +50,7 @@ class KnownClusters:
     ) -> None:
         """`fleet` None: no AWS to ask (the sweep alone decides what is known, and the rest is accepted).
         `aws_timeout` bounds the wait for AWS within one request (a training script's POST times out in a
-        few seconds); a listing still under way goes on and fills the fleet's cache for the next post."""
+        few seconds); a listing still under way goes on, and its answer serves the next posts."""
         self._db = db
         self._fleet = fleet
         self._cache_seconds = cache_seconds
@@ -57,12 +58,7 @@ class KnownClusters:
         self._clock = clock
         self._cache: dict[str, tuple[float, frozenset[str]]] = {}  # org -> (asked at, its cluster names in AWS)
         self._warned: dict[str, float] = {}  # org -> when "AWS cannot say" was last logged
-        self._pending: set[asyncio.Future[list[OrgClusters]]] = set()
-
-    def _collect(self, task: asyncio.Future[list[OrgClusters]]) -> None:
-        self._pending.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.debug("cluster listing for ingest failed: %r", task.exception())
+        self._pending: dict[str, asyncio.Future[list[OrgClusters]]] = {}  # org -> its listing under way
 
     async def check(self, org_id: str, names: Collection[str]) -> ClusterCheck:
         if not names:
@@ -76,33 +72,47 @@ class KnownClusters:
         unknown = missing - in_aws if complete else set()
         return ClusterCheck(frozenset(unknown), tuple(sorted(seen | in_aws)))
 
+    def _fresh(self, org_id: str) -> frozenset[str] | None:
+        cached = self._cache.get(org_id)
+        return cached[1] if cached is not None and self._clock() - cached[0] < self._cache_seconds else None
+
+    def _listed(self, org_id: str, asked: float, task: asyncio.Future[list[OrgClusters]]) -> None:
+        """A listing done, whether or not a request still waits for it: a complete one is kept."""
+        if self._pending.get(org_id) is task:
+            del self._pending[org_id]
+        if task.cancelled() or task.exception() is not None:
+            return
+        [listing] = task.result()
+        if not listing.errors:
+            self._cache[org_id] = (asked, frozenset(cluster.name for cluster in listing.clusters))
+
     async def _in_aws(self, org_id: str) -> tuple[frozenset[str], bool]:
         """The org's cluster names in AWS, and whether that is all of them (False: AWS could not say)."""
-        now = self._clock()
-        cached = self._cache.get(org_id)
-        if cached is not None and now - cached[0] < self._cache_seconds:
-            return cached[1], True
+        cached = self._fresh(org_id)
+        if cached is not None:
+            return cached, True
         if self._fleet is None:
             return frozenset(), False
+        task = self._pending.get(org_id)
+        if task is None:
+            # A task of its own, shielded below: a listing this request stops waiting for still completes
+            # and is kept for the next post (a slow AWS must not make every post wait, then learn nothing).
+            task = asyncio.ensure_future(self._fleet.list_orgs([org_id]))
+            self._pending[org_id] = task
+            task.add_done_callback(functools.partial(self._listed, org_id, self._clock()))
         listing: OrgClusters | None = None
-        problem = ""
-        # A task of its own, shielded: a listing this request stops waiting for still completes (and fills
-        # the fleet's cache for the next post); its outcome is collected so none is left unretrieved.
-        task = asyncio.ensure_future(self._fleet.list_orgs([org_id]))
-        self._pending.add(task)
-        task.add_done_callback(self._collect)
         try:
             [listing] = await asyncio.wait_for(asyncio.shield(task), self._aws_timeout)
         except TimeoutError:
             problem = f"AWS did not answer within {self._aws_timeout:g} s"
-        except Exception as error:  # an org gone from the program file, or anything else: accept, say why
+        except Exception as error:  # anything the fleet did not turn into an error line: accept, say why
             problem = f"{type(error).__name__}: {error}"
+        else:
+            problem = "; ".join(listing.errors)
         names = frozenset(cluster.name for cluster in listing.clusters) if listing else frozenset()
         if listing is not None and not listing.errors:
-            self._cache[org_id] = (now, names)
             return names, True
-        if listing is not None:
-            problem = "; ".join(listing.errors)
+        now = self._clock()
         if now - self._warned.get(org_id, -1e18) >= self._cache_seconds:
             self._warned[org_id] = now
             log.warning("ingest: cannot check %s's cluster names in AWS (%s); accepting them", org_id, problem)
