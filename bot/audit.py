@@ -15,6 +15,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime
 from typing import Any
 
@@ -29,6 +32,8 @@ FLUSH_SECONDS = 0.2
 MAX_BATCH = 500
 MAX_QUEUE = 10_000  # about a minute of a busy program's commands: enough for a database restart
 RETRY_MAX_SECONDS = 30.0
+# Set by `watch()` around one listener: a mutable flag, so entries recorded in tasks it spawned count too.
+_RECORDED: ContextVar[list[bool] | None] = ContextVar("audit_recorded", default=None)
 
 
 def _unreachable(error: BaseException) -> bool:
@@ -62,6 +67,17 @@ class AuditLog:
     def queue_depth(self) -> int:
         return len(self._pending)
 
+    @contextmanager
+    def watch(self) -> Iterator[Callable[[], bool]]:
+        """Within the block, tells whether anything was recorded (handlers.audited: a click that recorded
+        nothing gets an entry of its own, so every click reaches the log)."""
+        flag = [False]
+        token = _RECORDED.set(flag)
+        try:
+            yield lambda: flag[0]
+        finally:
+            _RECORDED.reset(token)
+
     def record(
         self,
         *,
@@ -74,6 +90,9 @@ class AuditLog:
         org_id: str | None = None,
         detail: str = "",
     ) -> None:
+        recorded = _RECORDED.get()
+        if recorded is not None:
+            recorded[0] = True
         if len(self._pending) >= self._max_queue:
             self._pending.popleft()
             self.dropped += 1

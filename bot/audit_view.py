@@ -38,18 +38,42 @@ def _change(kind: str, *extra: Match) -> tuple[Match, ...]:
     return (("/cluster", kind), (CONFIRM, kind), (CANCEL, kind), (kind, None), *extra)
 
 
+CLICK, FORM = "click", "form"  # entries handlers/audited.py writes for clicks that decided nothing
+LEGACY_CONFIRM, LEGACY_CANCEL = "launch_confirm", "launch_cancel"
+SILENCES = tuple(f"{SILENCE}_{hours}" for hours in (1, 4, 24))  # the Silence buttons' action ids
+BUTTONS = {
+    CONFIRM: "Confirm",
+    LEGACY_CONFIRM: "Confirm",
+    CANCEL: "Cancel",
+    LEGACY_CANCEL: "Cancel",
+    DELETE_OPEN: "Delete…",
+    TRACK_ADD: "Add a record",
+    ACK: "Acknowledge",
+    ALERT_REPLACE: "Replace node",
+    ALERT_REBOOT: "Reboot node",
+    UNSILENCE: "Unsilence",
+    **{action: f"Silence {action.rsplit('_', 1)[1]} h" for action in SILENCES},
+}
+FORMS = {DELETE_VIEW: "delete", TRACK_VIEW: "add a record"}
+
+
+def _clicks(*action_ids: str) -> tuple[Match, ...]:
+    """A button's entries: the click that decided nothing, and the one an unhandled error recorded."""
+    return tuple(match for action in action_ids for match in ((CLICK, action), (action, None)))
+
+
 ACTIONS: dict[str, tuple[Match, ...]] = {
     "launch": _change("launch"),
     "scale": (*_change("scale"), *_change("stop_fleet")[1:]),  # a shrink may need the fleet stopped first
-    "replace": _change("replace", (ALERT_REPLACE, None)),
-    "reboot": _change("reboot", (ALERT_REBOOT, None)),
-    "delete": _change("delete", (DELETE_OPEN, None), (DELETE_VIEW, None)),
-    "confirm": ((CONFIRM, None), (DELETE_VIEW, None)),
-    "cancel": ((CANCEL, None),),
-    "ack": ((ACK, None),),
-    "silence": ((SILENCE, None), (UNSILENCE, None)),
-    "alerts": ((ACK, None), (SILENCE, None), (UNSILENCE, None), (ALERT_REPLACE, None), (ALERT_REBOOT, None)),
-    "track": (("/track", None), (TRACK_VIEW, None), (TRACK_ADD, None)),
+    "replace": _change("replace", (ALERT_REPLACE, None), (CLICK, ALERT_REPLACE)),
+    "reboot": _change("reboot", (ALERT_REBOOT, None), (CLICK, ALERT_REBOOT)),
+    "delete": _change("delete", *_clicks(DELETE_OPEN), (DELETE_VIEW, None), (FORM, DELETE_VIEW)),
+    "confirm": (*_clicks(CONFIRM, LEGACY_CONFIRM), (DELETE_VIEW, None), (FORM, DELETE_VIEW)),
+    "cancel": _clicks(CANCEL, LEGACY_CANCEL),
+    "ack": _clicks(ACK),
+    "silence": (*_clicks(*SILENCES, UNSILENCE), (SILENCE, None)),
+    "alerts": (*_clicks(ACK, *SILENCES, UNSILENCE, ALERT_REPLACE, ALERT_REBOOT), (SILENCE, None)),
+    "track": (("/track", None), (TRACK_VIEW, None), (FORM, TRACK_VIEW), *_clicks(TRACK_ADD)),
     "digest": (("/digest", None),),
     **{read: (("/cluster", read),) for read in ("list", "status", "nodes", "templates", "throughput", "audit")},
 }
@@ -144,11 +168,44 @@ def _alert(text: str, *, ids: bool) -> tuple[str, str]:
     return match[3], extra
 
 
+def _pressed(action_id: str, value: str, *, ids: bool) -> str:
+    button = BUTTONS.get(action_id)
+    words = f"pressed \u201c{button}\u201d" if button else f"pressed the button {code(action_id, limit=32)}"
+    return words + (f" ({code(value, limit=TEXT_LIMIT)})" if ids and value else "")
+
+
+def _submitted(callback_id: str) -> str:
+    form = FORMS.get(callback_id)
+    return f"submitted the \u201c{form}\u201d form" if form else f"submitted the form {code(callback_id, limit=32)}"
+
+
+def _unhandled(command: str, text: str, *, ids: bool) -> str | None:
+    """The words for an entry handlers/errors.py wrote ("click operation_confirm", "form delete_confirm")."""
+    kind, _, name = text.partition(" ")
+    if name != command:
+        return None
+    if kind == "click":
+        return _pressed(command, "", ids=ids)
+    if kind == "form":
+        return _submitted(command)
+    if kind == "command":
+        return "ran " + code(command, limit=32)
+    return "sent a request " + code(command, limit=32)
+
+
 def describe(entry: Any, *, tz: ZoneInfo, ids: bool = False) -> AuditLine:
     """One audit entry (an AuditEntry, or anything with its fields) as a line."""
     command, text, detail = str(entry.command), str(entry.text), str(entry.detail or "")
     actor = who(str(entry.user_id))
-    if command.startswith("/"):
+    unhandled = _unhandled(command, text, ids=ids) if detail.startswith("unhandled ") else None
+    if unhandled is not None:
+        what = unhandled
+    elif command == CLICK:
+        action_id, _, value = text.partition(" ")
+        what = _pressed(action_id, value, ids=ids)
+    elif command == FORM:
+        what = _submitted(text)
+    elif command.startswith("/"):
         what = "ran " + code(f"{command} {text.strip()}", limit=TEXT_LIMIT)
     elif command in (CONFIRM, CANCEL, DELETE_OPEN, DELETE_VIEW):
         noun, target = _operation(text)

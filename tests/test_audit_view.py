@@ -15,7 +15,8 @@ from bot import audit_view
 from bot.clusters.progress import Kind
 from bot.commands import ShowAudit, UsageError, parse_cluster_command
 from bot.digest import render
-from bot.slack import blocks, mrkdwn
+from bot.slack import alerts, blocks, mrkdwn
+from handlers import audited
 
 TOKYO = ZoneInfo("Asia/Tokyo")
 AT = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)  # 18:30 in Tokyo
@@ -40,6 +41,10 @@ def test_the_copied_names_are_the_ones_the_writers_use() -> None:
     assert (audit_view.DELETE_OPEN, audit_view.DELETE_VIEW) == (blocks.DELETE_OPEN_ACTION, blocks.DELETE_VIEW)
     assert (audit_view.TRACK_VIEW, audit_view.TRACK_ADD) == (render.TRACK_VIEW, render.TRACK_ADD_ACTION)
     assert set(audit_view.KINDS) == {kind.value for kind in Kind}
+    assert (audit_view.ACK, audit_view.UNSILENCE) == (alerts.ACK_ACTION, alerts.UNSILENCE_ACTION)
+    assert (audit_view.ALERT_REPLACE, audit_view.ALERT_REBOOT) == (alerts.REPLACE_ACTION, alerts.REBOOT_ACTION)
+    assert tuple(alerts.SILENCE_ACTION.format(hours=h) for h in alerts.SILENCE_HOURS) == audit_view.SILENCES
+    assert (audit_view.CLICK, audit_view.FORM) == (audited.CLICK, audited.FORM)
 
 
 @pytest.mark.parametrize(
@@ -79,6 +84,16 @@ def test_the_copied_names_are_the_ones_the_writers_use() -> None:
             "'s scale of `kumo-labs/x w 2→4` ended · *done*: the group has 4 nodes",
         ),
         (Entry("some_new_button", "a b"), "did `some_new_button` on `a b` · *ok*"),
+        (
+            Entry("click", "operation_confirm " + "f" * 32, detail="answered; nothing changed"),
+            "<@U0ALICE01> pressed \u201cConfirm\u201d · *ok*: answered; nothing changed",
+        ),
+        (Entry("form", "delete_confirm"), "submitted the \u201cdelete\u201d form · *ok*"),
+        (
+            Entry("alert_silence_4", "click alert_silence_4", "failed", "unhandled KeyError"),
+            "<@U0ALICE01> pressed \u201cSilence 4 h\u201d · *failed*: unhandled KeyError",
+        ),
+        (Entry("/track", "command /track", "failed", "unhandled ValueError"), "ran `/track` · *failed*"),
         (Entry("/track", "note hi", user_id="<!channel>"), "`&lt;!channel&gt;` ran `/track note hi`"),
     ],
 )

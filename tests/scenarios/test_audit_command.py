@@ -163,3 +163,24 @@ async def test_filters_by_user_and_action(sandbox: Sandbox) -> None:
     assert "member id" in nobody.text and "Usage: /cluster audit" in nobody.text
     none = body(await ask(sandbox, user=ALICE, channel=KUMO, text="audit --action delete"))
     assert "Nothing recorded in that time that matches" in none
+
+
+async def test_every_click_reaches_the_log_once(sandbox: Sandbox) -> None:
+    """A click that decides something is recorded by its listener; one that decides nothing (a plan that is
+    not known) gets an entry of its own; neither is recorded twice."""
+    planned = await ask(sandbox, user=ALICE, channel=KUMO, text=f"scale {TRAIN} {WORKERS} 30")
+    before = len(await entries(sandbox))
+    unknown = "0" * 32
+    response = await sandbox.slack.click(user_id=ALICE, message=planned, action_id="operation_confirm", value=unknown)
+    assert response.status_code == 200
+    await sandbox.slack.wait_for(lambda m: "not known" in m.text, timeout=15)
+    response = await sandbox.slack.click(user_id=ALICE, message=planned, action_id="operation_cancel")
+    assert response.status_code == 200
+    await sandbox.slack.wait_for(lambda m: "cancelled" in m.text, timeout=15)
+    rows = (await entries(sandbox))[before:]
+    assert [(row.command, row.outcome) for row in rows] == [("click", "allowed"), ("operation_cancel", "done")]
+    assert rows[0].text == f"operation_confirm {unknown}" and rows[0].user_id == ALICE
+
+    text = body(await ask(sandbox, user=ADMIN, channel=COORDINATION, text="audit --action confirm"))
+    (line,) = lines(text)
+    assert f"<@{ALICE}> pressed \u201cConfirm\u201d · *ok*: answered; nothing changed" in line
