@@ -148,3 +148,200 @@ async def test_an_internal_error_is_one_plain_message_not_a_trace(sandbox: Sandb
     async with sandbox.pitcrew.services.db.session() as session:
         entries = await crud.audit_entries(session)
     assert [(e.text, e.outcome) for e in entries] == [("status kumo-p5-train", "failed")]
+
+
+# ------------------------------------------------------------------ names that match nothing (issue 11)
+
+
+async def test_an_admin_naming_an_org_that_does_not_exist_is_told_which_exist(sandbox: Sandbox) -> None:
+    reply = await ask(sandbox, user=ADMIN, channel=COORDINATION, text="list nosuch-org")
+    text = body(reply)
+    assert "There is no org `nosuch-org`" in text and "`kumo-labs`" in text and "internal error" not in text
+    typo = await ask(sandbox, user=ADMIN, channel=COORDINATION, text="list kumo-lab")
+    assert "Did you mean `kumo-labs`?" in body(typo)
+    week = await ask(sandbox, user=ADMIN, channel=COORDINATION, text="list --public 2026-W1")
+    assert "There is no org `2026-w1`" in body(week) and week.kind == "ephemeral"
+    launch = await ask(
+        sandbox, user=ADMIN, channel=COORDINATION, text="launch hyperpod-p5 x --org nosuch-org --dry-run"
+    )
+    assert launch.text.strip() and "There is no org `nosuch-org`" in body(launch)
+    for command, text in (("/track", "show kumo-lab"), ("/digest", "preview kumo-lab")):
+        reply = await ask(sandbox, user=ADMIN, channel=COORDINATION, text=text, command=command)
+        assert "There is no org `kumo-lab`" in body(reply) and "Did you mean `kumo-labs`?" in body(reply)
+
+
+async def test_an_org_a_viewer_cannot_see_gets_the_same_words_whether_it_exists_or_not(sandbox: Sandbox) -> None:
+    real = await ask(sandbox, user=BOB, channel=KUMO_CHANNEL, text="show sakura-ai", command="/track")
+    fake = await ask(sandbox, user=BOB, channel=KUMO_CHANNEL, text="show sakura-ia", command="/track")
+    assert body(real).replace("sakura-ai", "X") == body(fake).replace("sakura-ia", "X")
+    assert "`kumo-labs`" in body(real), "their own orgs, to help"
+    typo = await ask(sandbox, user=BOB, channel=KUMO_CHANNEL, text="list kumo-lab")
+    assert "Did you mean `kumo-labs`?" in body(typo)
+
+
+async def test_a_cluster_typo_gets_the_clusters_you_can_see_and_a_suggestion_among_them(sandbox: Sandbox) -> None:
+    typo = await ask(sandbox, user=ADMIN, channel=COORDINATION, text="status kumo-p5-trian")
+    assert "Did you mean `kumo-p5-train`?" in body(typo) and "Clusters you can see" in body(typo)
+    # A viewer's near miss of another org's cluster suggests nothing of it: refusals reveal nothing.
+    foreign = await ask(sandbox, user=BOB, channel=KUMO_CHANNEL, text="status sakura-trn1-pretrian")
+    assert "sakura" not in body(foreign).replace("sakura-trn1-pretrian", "")
+    assert "`kumo-p5-train`" in body(foreign)
+
+
+async def test_track_require_refuses_keys_it_does_not_know_unless_written_as_your_own(sandbox: Sandbox) -> None:
+    alice = "U0ALICE01"
+    refused = await ask(sandbox, user=alice, channel=KUMO_CHANNEL, text="require colour=blue", command="/track")
+    assert "`colour` is not a requirement Pitcrew knows" in body(refused) and "`model_size`" in body(refused)
+    assert "x-colour=" in body(refused) and "Usage:" in refused.text
+    stored = await ask(sandbox, user=alice, channel=KUMO_CHANNEL, text="require x-colour=blue", command="/track")
+    assert "x-colour" in body(stored) and "blue" in body(stored)
+
+
+# ------------------------------------------------------------------ requests that are no Slack payload (issue 11)
+
+
+async def _post(sandbox: Sandbox, content: str, headers: dict[str, str]) -> Any:
+    import httpx
+
+    raw = {name: value.encode() for name, value in headers.items()}  # as bytes: a header may hold any text
+    async with httpx.AsyncClient() as client:
+        return await client.post(f"{sandbox.bot_url}/slack/events", content=content.encode(), headers=raw)
+
+
+@pytest.mark.parametrize("timestamp", ["soon", "", "\uff11\uff12\uff13", "\u00b2", "9" * 40, "1.5", "-5"])
+async def test_a_malformed_timestamp_gets_401(sandbox: Sandbox, timestamp: str) -> None:
+    from bot.sandbox.slack_workspace import signed_headers
+
+    headers = signed_headers("command=%2Fcluster", secret=SIGNING_SECRET, timestamp=int(time.time()))
+    headers["X-Slack-Request-Timestamp"] = timestamp
+    response = await _post(sandbox, "command=%2Fcluster", headers)
+    assert response.status_code == 401
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "",
+        "payload=notjson",
+        "payload=null",
+        "payload=%5B1%2C2%5D",
+        "payload=%22text%22",
+        "token=x&team_id=T1",
+        "payload=" + "%5B" * 3000,
+    ],
+)
+async def test_a_signed_body_that_is_no_slack_payload_gets_400(sandbox: Sandbox, content: str) -> None:
+    from bot.sandbox.slack_workspace import signed_headers
+
+    headers = signed_headers(content, secret=SIGNING_SECRET, timestamp=int(time.time()))
+    response = await _post(sandbox, content, headers)
+    assert response.status_code == 400, response.text
+
+
+def _view_submission(user: dict[str, Any] | None, state: Any) -> dict[str, Any]:
+    payload: dict[str, Any] = {
+        "type": "view_submission",
+        "team": {"id": "T0PITCREW"},
+        "view": {"id": "V0BAD", "callback_id": "track_add_record", "type": "modal", "state": state},
+    }
+    if user is not None:
+        payload["user"] = user
+    return payload
+
+
+def _click(**changes: Any) -> dict[str, Any]:
+    action = {"action_id": "operation_confirm", "block_id": "b", "type": "button", "value": "x"}
+    payload: dict[str, Any] = {
+        "type": "block_actions",
+        "user": {"id": ADMIN},
+        "team": {"id": "T0PITCREW"},
+        "container": {"type": "message", "message_ts": "1.0", "channel_id": COORDINATION},
+        "response_url": "https://hooks.slack.invalid/response/1",
+        "actions": [action],
+    }
+    for key, value in changes.items():
+        if key == "action":
+            payload["actions"] = [value]
+        elif value is None:
+            del payload[key]
+        else:
+            payload[key] = value
+    return payload
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        _view_submission({"id": "U0ALICE01"}, "values"),
+        _view_submission({"id": "U0ALICE01"}, None),
+        _view_submission({"id": "U0ALICE01"}, {"values": [1, 2]}),
+        _view_submission({"id": "U0ALICE01"}, {"values": {"kind": {"kind": {"selected_option": "note"}}}}),
+        _view_submission(None, {"values": {}}),
+        _view_submission({"id": 7}, {"values": {}}),
+        _click(action={"block_id": "b", "type": "button", "value": "x"}),
+        _click(user=None),
+        _click(response_url=None),
+        _click(user="U0ADMIN01"),
+        _click(actions=[]),
+    ],
+    ids=[
+        "state-string",
+        "state-null",
+        "values-not-object",
+        "selected-option-string",
+        "no-user",
+        "user-id-number",
+        "no-action-id",
+        "click-no-user",
+        "click-no-response-url",
+        "click-user-string",
+        "no-actions",
+    ],
+)
+async def test_a_payload_not_shaped_as_slack_sends_it_gets_400_at_once(
+    sandbox: Sandbox, seeded_aws: SeededAws, payload: dict[str, Any]
+) -> None:
+    import json
+    from urllib.parse import urlencode
+
+    from bot.sandbox.slack_workspace import signed_headers
+
+    before = seeded_aws.state()
+    content = urlencode({"payload": json.dumps(payload)})
+    headers = signed_headers(content, secret=SIGNING_SECRET, timestamp=int(time.time()))
+    started = time.monotonic()
+    response = await _post(sandbox, content, headers)
+    assert response.status_code == 400 and time.monotonic() - started < 3.0
+    await sandbox.pitcrew.services.drain()
+    assert _signed_headers_sent(sandbox) == 0 and seeded_aws.state() == before
+
+
+async def test_a_command_whose_text_says_payload_is_answered(sandbox: Sandbox) -> None:
+    """Bolt's own body parser takes any body containing "payload" for an interaction, and dropped these."""
+    reply = await ask(sandbox, user=ADMIN, channel=COORDINATION, text="status payload")
+    assert "No cluster `payload`" in body(reply)
+
+
+async def test_an_error_behind_a_listener_is_one_plain_message_below_500_and_audited(
+    sandbox: Sandbox, monkeypatch: Any
+) -> None:
+    def broken(**_: Any) -> None:
+        raise RuntimeError("a bug in Pitcrew, with a secret in its message")
+
+    home = await ask(sandbox, user="U0ALICE01", channel=KUMO_CHANNEL, text="", command="/track")
+    await sandbox.slack.click(user_id="U0ALICE01", message=home, action_id="track_add")
+    view = await sandbox.slack.wait_for_view(user_id="U0ALICE01", callback_id="track_add_record")
+    monkeypatch.setattr(sandbox.pitcrew.services.access, "decide", broken)  # fails before the listener acks
+    response = await sandbox.slack.submit_view(
+        user_id="U0ALICE01",
+        view_id=view["id"],
+        values={"kind": {"kind": "note"}, "org": {"org": "kumo-labs"}, "text": {"text": "hello"}},
+    )
+    assert response.status_code == 200
+    shown = " ".join(sandbox.slack.open_views[view["id"]]["errors"].values())
+    assert "could not handle that form" in shown and "secret" not in shown and "internal error" not in shown
+    await sandbox.pitcrew.services.drain()
+    await sandbox.pitcrew.services.audit.flush()
+    async with sandbox.pitcrew.services.db.session() as session:
+        entries = await crud.audit_entries(session)
+    assert ("track_add_record", "failed") in [(e.command, e.outcome) for e in entries]
