@@ -1,7 +1,7 @@
 """Validation of throughput samples posted to the ingest API (pure: bytes in, rows or a refusal out).
 
 A body is one sample object, a JSON list of them, or {"samples": [...]}. A sample:
-    {"org": "kumo-labs", "cluster": "kumo-p5", "job": "llama-70b-run3", "ts": "2026-11-30T09:00:00Z",
+    {"org": "kumo-labs", "cluster": "kumo-p5-train", "job": "llama-70b-run3", "ts": "2026-11-30T09:00:00Z",
      "tokens_per_second": 412000.5, "step": 1200, "event": "start"}
 Either every sample is accepted or none is: one bad sample refuses the batch, with a reason per bad sample
 (its index and every problem found in it, whatever their kind). The status is 403 when every problem is one
