@@ -200,7 +200,8 @@ def coordination_line(episodes: Sequence[Any], *, channel: str, now: datetime) -
     elif len(episodes) > 1:
         what = f"{len(episodes)} nodes failed together"
     else:
-        what = f"node `{first.node_ids[-1]}` {escape(first.status)}" + (
+        replaced = f" (replaced by `{first.node_ids[-1]}`)" if len(first.node_ids) > 1 else ""
+        what = f"node `{first.node_ids[0]}`{replaced} {escape(first.status)}" + (
             f" ({escape(first.message)[:100]})" if first.message else ""
         )
     if open_count:
