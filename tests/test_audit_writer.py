@@ -60,6 +60,20 @@ async def test_a_refused_row_costs_only_itself(db: Database, caplog: pytest.LogC
     assert all(r.exc_info is None for r in caplog.records)  # no traceback: its message carries the SQL
 
 
+async def test_each_refused_row_is_isolated_and_the_rest_written_in_order(
+    db: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    audit = AuditLog(db=db, flush_seconds=3600)
+    refused = {3, 4, 17}
+    for n in range(20):
+        _record(audit, n, **({"at": None} if n in refused else {}))
+    with caplog.at_level(logging.INFO, logger="bot.audit"):
+        await audit.flush()
+    assert await _texts(db) == sorted(f"status kumo-p5-train {n}" for n in range(20) if n not in refused)
+    assert (audit.write_failures, audit.written, audit.queue_depth) == (3, 17, 0)
+    assert len([r for r in caplog.records if "not written" in r.getMessage()]) == 3
+
+
 async def test_rows_wait_in_a_bounded_queue_while_the_database_is_unreachable(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
