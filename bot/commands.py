@@ -38,7 +38,8 @@ SUMMARY = {
     "status": "one cluster's groups, node health, creation time and failure message",
     "nodes": "a cluster's nodes, unhealthy first; `--failed` keeps only unhealthy ones",
     "templates": "the pre-validated reference architectures a cluster can be launched from",
-    "audit": "what was asked, refused, done and failed in an org (operators: their own; admins: any)",
+    "audit": "what was asked, refused, done and failed in an org (operators: their own; admins: any); "
+    "`--user` and `--action` narrow it, `--ids` adds operation and alert ids",
     "launch": "a new cluster from a template: the plan (request, quota, cost), then Confirm; `--dry-run`: plan only",
     "scale": "set an instance group's (or queue's) node count: the plan (quota, cost), then Confirm",
     "replace": "replace HyperPod nodes with new hardware (their volumes are wiped), after Confirm",
