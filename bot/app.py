@@ -172,6 +172,7 @@ def build_app(
     bolt = AsyncApp(
         client=services.poster.client,  # one Web API client: Bolt's listeners and the poster share it
         signing_secret=settings.slack_signing_secret,
+        raise_error_for_unhandled_request=True,  # answered by handlers.errors: 200, not Bolt's 404
     )
 
     async def inject_services(context: dict[str, Any], next: Callable[[], Awaitable[None]]) -> None:

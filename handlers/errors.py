@@ -9,12 +9,14 @@ from __future__ import annotations
 from logging import Logger
 from typing import Any
 
+from slack_bolt.error import BoltUnhandledRequestError
 from slack_bolt.response import BoltResponse
 
 from bot.services import Services
 from bot.slack import blocks
 from storage.models import Outcome
 
+UNKNOWN_BUTTON = "Pitcrew does not know this button (any more); run the command again for a fresh one."
 COULD_NOT = "Pitcrew could not handle that {what}; it is logged for the program admins. Try it again, or tell one."
 
 
@@ -54,6 +56,8 @@ async def on_error(
     logger: Logger,
     response: BoltResponse | None = None,
 ) -> BoltResponse | None:
+    if isinstance(error, BoltUnhandledRequestError):
+        return await _unhandled(body, context)
     what, name = _what(body)
     logger.error("%s %s failed: %s", what, name, type(error).__name__, exc_info=error)
     message = COULD_NOT.format(what=what)
@@ -78,3 +82,24 @@ async def on_error(
         return BoltResponse(status=200, body={"response_action": "errors", "errors": {block_id: message}})
     # Acknowledged with the message where there is no response URL to carry it; else an empty ack.
     return BoltResponse(status=200, body="" if isinstance(body.get("response_url"), str) else message)
+
+
+async def _unhandled(body: dict[str, Any], context: dict[str, Any]) -> BoltResponse:
+    """No listener for it: a button or form of an older version, or an event Pitcrew subscribes to but does not
+    act on (app_home_opened). Events get a quiet 200: Slack disables an app whose events keep failing."""
+    what, name = _what(body)
+    services: Services | None = context.get("services")
+    if what in ("click", "form") and services is not None:
+        services.audit.record(
+            at=services.clock(),
+            user_id=_user(body),
+            channel_id=str(context.get("channel_id") or "")[:24],
+            command=name,
+            text=f"{what} {name}",
+            outcome=Outcome.INVALID,
+            detail="no listener: an unknown button or form",
+        )
+        url = body.get("response_url")
+        if isinstance(url, str) and url.startswith(("https://", "http://")):
+            await services.poster.respond(url, blocks.problem(UNKNOWN_BUTTON))
+    return BoltResponse(status=200, body="")

@@ -345,3 +345,33 @@ async def test_an_error_behind_a_listener_is_one_plain_message_below_500_and_aud
     async with sandbox.pitcrew.services.db.session() as session:
         entries = await crud.audit_entries(session)
     assert ("track_add_record", "failed") in [(e.command, e.outcome) for e in entries]
+
+
+async def test_a_button_of_an_older_version_is_answered_and_audited_and_an_event_gets_200(sandbox: Sandbox) -> None:
+    import json
+
+    from bot.sandbox.slack_workspace import signed_headers
+
+    home = await ask(sandbox, user="U0ALICE01", channel=KUMO_CHANNEL, text="", command="/track")
+    home.blocks.append({"type": "actions", "elements": [{"type": "button", "action_id": "gone_button", "value": "1"}]})
+    before = len(sandbox.slack.messages)
+    response = await sandbox.slack.click(user_id="U0ALICE01", message=home, action_id="gone_button")
+    assert response.status_code == 200
+    answer = await sandbox.slack.wait_for(
+        lambda m: sandbox.slack.messages.index(m) >= before and m.via == "response_url"
+    )
+    assert "does not know this button" in body(answer)
+    await sandbox.pitcrew.services.drain()
+    await sandbox.pitcrew.services.audit.flush()
+    async with sandbox.pitcrew.services.db.session() as session:
+        entries = await crud.audit_entries(session)
+    assert ("gone_button", "invalid") in [(e.command, e.outcome) for e in entries]
+    event = {
+        "type": "event_callback",
+        "team_id": "T0PITCREW",
+        "event": {"type": "app_home_opened", "user": "U0BOB0001"},
+    }
+    content = json.dumps(event)
+    headers = signed_headers(content, secret=SIGNING_SECRET, timestamp=int(time.time()))
+    headers["Content-Type"] = "application/json"
+    assert (await _post(sandbox, content, headers)).status_code == 200, "Slack disables apps whose events fail"
