@@ -42,7 +42,9 @@ def org_refusal(services: Services, *, user_id: str, action: Action, org_id: str
         admin = access.is_admin(user_id)
         reason = unknown_org(org_id, visible, admin=admin)
         outcome = Outcome.INVALID if admin else Outcome.REFUSED
-        return Answer(blocks.refusal(reason), outcome, None, reason)
+        # Audited under the org named when it exists: its operators see who tried (the asker never does).
+        named = org_id if services.program.org(org_id) is not None else None
+        return Answer(blocks.refusal(reason), outcome, named, reason)
     decision = access.decide(user_id=user_id, action=action, org_id=org_id)
     if decision.allowed:
         return None
