@@ -71,6 +71,9 @@ async def answer_command(
     await services.poster.respond(command["response_url"], result.reply)
     for reply in more:
         await services.poster.respond(command["response_url"], reply)
+    # An answer that names no org (bad input, say) is audited under the org the command would have meant, so
+    # that org's operators see their own typos in /cluster audit, not only admins.
+    org_id = result.org_id or services.access.default_org(user_id=user_id, channel_id=channel_id)
     services.audit.record(
         at=received,
         user_id=user_id,
@@ -78,7 +81,7 @@ async def answer_command(
         command=name[:32],
         text=text,
         outcome=result.outcome,
-        org_id=result.org_id,
+        org_id=org_id,
         detail=result.detail,
     )
     services.metrics.command(command=name, text=text, outcome=result.outcome.value)

@@ -54,9 +54,11 @@ async def test_a_nul_command_and_ten_more_are_all_audited(on_any_database: Sandb
         assert "internal error" not in body(reply)
     rows = await entries(world)
     assert [row.text for row in rows] == ["status \u2400", *ordinary]  # eleven rows, in order
-    # Bad input names no org, so it is in the program-wide log an admin reads.
-    log = body(await ask(world, user=ADMIN, channel=COORDINATION, text="audit"))
-    assert "\x00" not in log and "`/cluster status \u2400`" in log
+    # Bad input is audited under the org it was typed for, so that org's operators see it, and admins too.
+    assert {row.org_id for row in rows} == {"kumo-labs"}
+    for user, channel in ((ALICE, KUMO), (ADMIN, COORDINATION)):
+        log = body(await ask(world, user=user, channel=channel, text="audit kumo-labs"))
+        assert "\x00" not in log and "`/cluster status \u2400`" in log
 
 
 async def test_operator_sees_their_orgs_audit(sandbox: Sandbox) -> None:

@@ -136,7 +136,7 @@ async def test_every_command_is_audited(sandbox: Sandbox) -> None:
     assert got == [
         (ADMIN, "sakura-ai", "list sakura-ai", "allowed"),
         (BOB, "sakura-ai", "list sakura-ai", "refused"),
-        (BOB, None, "frobnicate", "invalid"),
+        (BOB, "kumo-labs", "frobnicate", "invalid"),  # bad input: the org it was typed for
         ("U0GUEST01", None, "list all", "refused"),
     ]
     async with sandbox.pitcrew.services.db.session() as session:
