@@ -61,20 +61,15 @@ async def on_error(
     what, name = _what(body)
     logger.error("%s %s failed: %s", what, name, type(error).__name__, exc_info=error)
     message = COULD_NOT.format(what=what)
-    services: Services | None = context.get("services")
-    if services is not None:
-        services.audit.record(
-            at=services.clock(),
-            user_id=_user(body),
-            channel_id=str(context.get("channel_id") or "")[:24],
-            command=name,
-            text=f"{what} {name}",
-            outcome=Outcome.FAILED,
-            detail=f"unhandled {type(error).__name__}",
-        )
-        url = body.get("response_url")
-        if isinstance(url, str) and url.startswith(("https://", "http://")):
-            await services.poster.respond(url, blocks.problem(message))
+    await _audit_and_tell(
+        body,
+        context,
+        what=what,
+        name=name,
+        outcome=Outcome.FAILED,
+        detail=f"unhandled {type(error).__name__}",
+        message=message,
+    )
     if response is None:  # already acknowledged: Slack's answer has gone
         return None
     block_id = _first_input(body) if body.get("type") == "view_submission" else None
@@ -88,18 +83,35 @@ async def _unhandled(body: dict[str, Any], context: dict[str, Any]) -> BoltRespo
     """No listener for it: a button or form of an older version, or an event Pitcrew subscribes to but does not
     act on (app_home_opened). Events get a quiet 200: Slack disables an app whose events keep failing."""
     what, name = _what(body)
-    services: Services | None = context.get("services")
-    if what in ("click", "form") and services is not None:
-        services.audit.record(
-            at=services.clock(),
-            user_id=_user(body),
-            channel_id=str(context.get("channel_id") or "")[:24],
-            command=name,
-            text=f"{what} {name}",
+    if what in ("click", "form"):
+        await _audit_and_tell(
+            body,
+            context,
+            what=what,
+            name=name,
             outcome=Outcome.INVALID,
             detail="no listener: an unknown button or form",
+            message=UNKNOWN_BUTTON,
         )
-        url = body.get("response_url")
-        if isinstance(url, str) and url.startswith(("https://", "http://")):
-            await services.poster.respond(url, blocks.problem(UNKNOWN_BUTTON))
     return BoltResponse(status=200, body="")
+
+
+async def _audit_and_tell(
+    body: dict[str, Any], context: dict[str, Any], *, what: str, name: str, outcome: Outcome, detail: str, message: str
+) -> None:
+    """Audit the request that went wrong and tell its user through the response URL, when there is one."""
+    services: Services | None = context.get("services")
+    if services is None:
+        return
+    services.audit.record(
+        at=services.clock(),
+        user_id=_user(body),
+        channel_id=str(context.get("channel_id") or "")[:24],
+        command=name,
+        text=f"{what} {name}",
+        outcome=outcome,
+        detail=detail,
+    )
+    url = body.get("response_url")
+    if isinstance(url, str) and url.startswith(("https://", "http://")):
+        await services.poster.respond(url, blocks.problem(message))
