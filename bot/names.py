@@ -9,17 +9,20 @@ import difflib
 import re
 from collections.abc import Iterable, Sequence
 
+from bot.slack.mrkdwn import visible
+
 SHOWN_NAMES = 12  # a list longer than this is cut with "and N more": a reply is read, not scanned
-# Characters a reply must not echo: C0/C1 controls (NUL, ESC, DEL, ...), and the bidi and zero-width marks
-# that make a name look like another.
-_UNSHOWABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+# The bidi and zero-width marks that make a name look like another; control characters are shown as symbols
+# by bot.slack.mrkdwn.visible, the one place that decides how they look (␀, ␛, ␡, �).
+_INVISIBLE = re.compile("[\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
 
 
 def shown(text: str, limit: int = 40) -> str:
     """A user's word quoted back safely inside `code`: short, no backticks to break out, no control or
-    invisible characters (shown as �), and Slack's control characters escaped so `<!channel>` or `<@U1>`
-    never becomes a mention."""
-    clean = _UNSHOWABLE.sub("\N{REPLACEMENT CHARACTER}", text.replace("`", "'").replace("\n", " "))
+    invisible characters (control characters as their symbols, ␀ for NUL; invisible marks as �), and Slack's
+    control characters escaped so `<!channel>` or `<@U1>` never becomes a mention."""
+    clean = visible(text.replace("`", "'").replace("\n", " "), one_line=True)
+    clean = _INVISIBLE.sub("\N{REPLACEMENT CHARACTER}", clean)
     clean = clean if len(clean) <= limit else clean[: limit - 1] + "…"
     return clean.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
