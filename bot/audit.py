@@ -5,7 +5,8 @@ acking the next command (measured with bench/ack_latency.py). A batch waits at m
 
 One bad row must not stop the log: a batch that fails is written again in halves, down to single rows,
 and a row that fails on its own is counted (`write_failures`), logged once and dropped. Only when the
-database itself is unreachable are the rows kept for the next flush, in a queue bounded at MAX_QUEUE (the
+database itself is unreachable (the error says so, or the audit table cannot be read just after) are the
+rows kept for the next flush, in a queue bounded at MAX_QUEUE (the
 oldest go first, counted in `dropped`). Logs name the row and the error's class and first line, never
 the statement or its parameters (SQLAlchemy's message carries both: a failed 500-row INSERT once logged
 megabytes).
@@ -23,10 +24,11 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlmodel import select
 
 from storage import crud
 from storage.db import Database
-from storage.models import Outcome
+from storage.models import AuditEntry, Outcome
 
 log = logging.getLogger(__name__)
 FLUSH_SECONDS = 0.2
@@ -150,7 +152,7 @@ class AuditLog:
                 self._pending.extendleft(reversed([row for part in (chunk, *reversed(chunks)) for row in part]))
                 raise
             except Exception as error:
-                if _unreachable(error):
+                if _unreachable(error) or not await self._reachable():
                     self._keep([row for part in (chunk, *reversed(chunks)) for row in part], error)
                     return False
                 if len(chunk) == 1:
@@ -160,6 +162,17 @@ class AuditLog:
                     chunks += [chunk[middle:], chunk[:middle]]  # the first half next
             else:
                 self.written += len(chunk)
+        return True
+
+    async def _reachable(self) -> bool:
+        """Whether the audit table can be read now: told apart by trying, since the error's class does not
+        tell (asyncpg's refusals of a connection, "database is not accepting connections", "too many
+        clients", "the database system is shutting down", come as the same DBAPIError as a refused row)."""
+        try:
+            async with self._db.session() as session:
+                await session.exec(select(AuditEntry.id).limit(0))
+        except Exception:
+            return False
         return True
 
     def _refused(self, row: dict[str, Any], error: BaseException) -> None:

@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy.engine import make_url
 
 from bot.audit import AuditLog
 from storage import crud
 from storage.db import Database
 from storage.models import Outcome
+from tests.conftest import _admin
 
 AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 
@@ -106,3 +108,50 @@ async def test_the_timer_writes_without_anyone_flushing(db: Database) -> None:
     assert audit._writer is not None
     await audit._writer  # the timer's own flush, bounded by the test's timeout
     assert audit.queue_depth == 0 and await _texts(db) == ["status kumo-p5-train 1"]
+
+
+async def _refuse_connections(database_url: str, refuse: bool) -> None:
+    """Make the test's database unreachable as a real outage does: on Postgres it stops accepting connections
+    (ALLOW_CONNECTIONS binds superusers too, unlike CONNECTION LIMIT) and its sessions are ended; SQLite's file
+    moves away (a new empty file has no tables)."""
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite":
+        path = Path(url.database or "")
+        aside = path.with_name(path.name + ".aside")
+        path.rename(aside) if refuse else aside.rename(path)
+        return
+    admin = url.set(database="postgres").render_as_string(hide_password=False)
+    name = url.database
+    await _admin(admin, f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS {"false" if refuse else "true"}')
+    if refuse:
+        await _admin(admin, f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'")
+
+
+async def test_rows_wait_while_the_database_refuses_connections_and_are_written_after(
+    database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    database = Database(url=database_url)
+    await database.upgrade()
+    audit = AuditLog(db=database, flush_seconds=3600, max_queue=30)
+    try:
+        for n in range(5):
+            _record(audit, n)
+        await audit.flush()
+        await _refuse_connections(database_url, True)
+        try:
+            with caplog.at_level(logging.INFO, logger="bot.audit"):
+                for n in range(5, 45):
+                    _record(audit, n)
+                await audit.flush()
+                await audit.flush()
+            # Kept, not dropped as refused rows; bounded; a line per flush, not one per row.
+            assert (audit.queue_depth, audit.write_failures, audit.dropped) == (30, 0, 10)
+            assert len([r for r in caplog.records if r.levelno >= logging.WARNING]) <= 4, caplog.text
+        finally:
+            await _refuse_connections(database_url, False)
+        await audit.flush()
+        assert audit.queue_depth == 0 and audit.write_failures == 0
+        kept = [f"status kumo-p5-train {n}" for n in (*range(5), *range(15, 45))]
+        assert await _texts(database) == sorted(kept)
+    finally:
+        await database.dispose()
