@@ -3,13 +3,15 @@
 Answers: 202 {"accepted": n, "duplicates": m} (n stored now; m already stored, or repeated in the batch: a
 retried batch is stored once); 400/403 {"error": ..., "errors": [{"index"?, "reason"}]} with nothing stored,
 naming every bad sample whatever is wrong with it (403 only when all that is wrong is samples of another org);
-401 {"error": ...} without a valid token; 413 for a body over MAX_BODY_BYTES; 500 {"error": "internal
+401 {"error": ...} without a valid token; 413 for a body over MAX_BODY_BYTES (gzip-decoded, if sent with
+`Content-Encoding: gzip`); 415 for any other Content-Encoding; 500 {"error": "internal
 error; logged"} for anything unexpected (never a stack trace).
 """
 
 from __future__ import annotations
 
 import logging
+import zlib
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
@@ -52,7 +54,45 @@ class _TooLarge(Exception):
     pass
 
 
+class _BadEncoding(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+ENCODINGS = ("gzip", "identity")
+
+
+def _encodings(request: Request) -> list[str]:
+    """The body's Content-Encoding, in the order applied (gzip and identity only: anything else is 415)."""
+    codings = [c.strip().lower() for c in request.headers.get("content-encoding", "").split(",") if c.strip()]
+    unknown = [c for c in codings if c not in ENCODINGS and c != "x-gzip"]
+    if unknown:
+        raise _BadEncoding(
+            415,
+            f"Content-Encoding {', '.join(unknown)} is not supported; send the JSON as is, or gzip it "
+            "(Content-Encoding: gzip)",
+        )
+    return [c for c in codings if c != "identity"]
+
+
+def _gunzip(data: bytes) -> bytes:
+    """One gzip layer undone, never more than MAX_BODY_BYTES out (a small bomb must not fill memory)."""
+    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    try:
+        out = inflater.decompress(data, MAX_BODY_BYTES + 1)
+    except zlib.error as error:
+        raise _BadEncoding(400, f"the body says Content-Encoding: gzip but is not gzip data ({error})") from None
+    if len(out) > MAX_BODY_BYTES:
+        raise _TooLarge
+    if not inflater.eof:
+        raise _BadEncoding(400, "the body says Content-Encoding: gzip but its gzip data is cut short")
+    return out
+
+
 async def _body(request: Request) -> bytes:
+    codings = _encodings(request)
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         raise _TooLarge
@@ -62,7 +102,10 @@ async def _body(request: Request) -> bytes:
         if size > MAX_BODY_BYTES:
             raise _TooLarge
         chunks.append(chunk)
-    return b"".join(chunks)
+    body = b"".join(chunks)
+    for _ in reversed(codings):
+        body = _gunzip(body)
+    return body
 
 
 def ingest_routes(
@@ -100,6 +143,8 @@ def ingest_routes(
                 return _error(
                     413, f"body larger than {MAX_BODY_BYTES} bytes; send at most {MAX_BATCH} samples per request"
                 )
+            except _BadEncoding as bad:
+                return _error(bad.status, f"{bad.message}; nothing stored", errors=[{"reason": bad.message}])
             try:
                 batch = read_batch(body, org_id=org_id, now=clock(), max_age=max_age)
                 # Checked even when other samples are bad already: the refusal names every problem at once.

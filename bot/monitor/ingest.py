@@ -129,7 +129,10 @@ def _timestamp(value: Any, *, now: datetime, max_age: timedelta) -> tuple[dateti
             f'ts {value!r} has no time zone; end it with Z (UTC) or an offset, e.g. "2026-11-30T09:00:00Z" '
             "(in Python: datetime.now(timezone.utc).isoformat())"
         )
-    at = at.astimezone(UTC)
+    try:
+        at = at.astimezone(UTC)
+    except OverflowError:  # e.g. 9999-12-31T23:59:59-23:59: in UTC, past the last year a datetime holds
+        return None, f'ts {value!r} is out of range; write a time near now, like "2026-11-30T09:00:00Z"'
     if at > now + FUTURE_SLACK:
         ahead = (at - now).total_seconds() / 60
         return None, (

@@ -3,7 +3,9 @@
 The latest node sweep (the `clusters` table) answers first: no AWS call for the clusters it has seen. A
 name it has not seen may be a cluster created since the last sweep, so AWS is asked then, through the fleet
 (whose own short cache and shared passes apply), and its answer is kept for `cache_seconds`: a job posting
-every 30 s with a typo costs one AWS listing a minute, not one per post.
+every 30 s with a typo costs one AWS listing a minute, not one per post. A kept listing does not refuse a
+name no post was refused for yet (a cluster created since, e.g. launched a minute ago): AWS is asked again
+then, at most every `recheck_seconds`.
 
 When AWS cannot say (unreachable, throttled, one backend failing, slower than `aws_timeout`), the sample is
 accepted: losing a job's throughput during an AWS outage is worse than storing a typo now and then.
@@ -24,6 +26,8 @@ from storage import crud
 from storage.db import Database
 
 log = logging.getLogger(__name__)
+
+MAX_REFUSED_KEPT = 10_000  # (org, name) pairs remembered as refused; older ones are dropped past this
 
 
 class ClusterLister(Protocol):
@@ -46,6 +50,7 @@ class KnownClusters:
         fleet: ClusterLister | None,
         cache_seconds: float = 60.0,
         aws_timeout: float = 3.0,
+        recheck_seconds: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`fleet` None: no AWS to ask (the sweep alone decides what is known, and the rest is accepted).
@@ -59,6 +64,8 @@ class KnownClusters:
         self._cache: dict[str, tuple[float, frozenset[str]]] = {}  # org -> (asked at, its cluster names in AWS)
         self._warned: dict[str, float] = {}  # org -> when "AWS cannot say" was last logged
         self._pending: dict[str, asyncio.Future[list[OrgClusters]]] = {}  # org -> its listing under way
+        self._recheck_seconds = recheck_seconds
+        self._refused: dict[tuple[str, str], float] = {}  # (org, cluster name) -> when a post for it was refused
 
     async def check(self, org_id: str, names: Collection[str]) -> ClusterCheck:
         if not names:
@@ -68,9 +75,27 @@ class KnownClusters:
         missing = set(names) - seen
         if not missing:
             return ClusterCheck(frozenset(), tuple(sorted(seen)))
-        in_aws, complete = await self._in_aws(org_id)
+        in_aws, complete = await self._in_aws(org_id, missing)
         unknown = missing - in_aws if complete else set()
+        now = self._clock()
+        if len(self._refused) > MAX_REFUSED_KEPT:
+            self._refused = {k: t for k, t in self._refused.items() if now - t < self._cache_seconds}
+        for name in unknown:
+            self._refused[(org_id, name)] = now
         return ClusterCheck(frozenset(unknown), tuple(sorted(seen | in_aws)))
+
+    def _needs_a_new_look(self, org_id: str, missing: Collection[str], listing: frozenset[str]) -> bool:
+        """A kept listing lacks a name no post was refused for yet: the cluster may have been created since
+        (a job on a cluster launched a minute ago must not wait out the cache); asked again unless the listing
+        is only seconds old. A name refused already (a typo posted every 30 s) is refused from the cache."""
+        asked = self._cache[org_id][0]
+        if self._clock() - asked < self._recheck_seconds:
+            return False
+        return any(
+            self._clock() - self._refused.get((org_id, name), -1e18) >= self._cache_seconds
+            for name in missing
+            if name not in listing
+        )
 
     def _fresh(self, org_id: str) -> frozenset[str] | None:
         cached = self._cache.get(org_id)
@@ -86,10 +111,11 @@ class KnownClusters:
         if not listing.errors:
             self._cache[org_id] = (asked, frozenset(cluster.name for cluster in listing.clusters))
 
-    async def _in_aws(self, org_id: str) -> tuple[frozenset[str], bool]:
+    async def _in_aws(self, org_id: str, missing: Collection[str]) -> tuple[frozenset[str], bool]:
         """The org's cluster names in AWS, and whether that is all of them (False: AWS could not say)."""
         cached = self._fresh(org_id)
-        if cached is not None:
+        again = cached is not None and self._needs_a_new_look(org_id, missing, cached)
+        if cached is not None and not again:
             return cached, True
         if self._fleet is None:
             return frozenset(), False
@@ -97,7 +123,8 @@ class KnownClusters:
         if task is None:
             # A task of its own, shielded below: a listing this request stops waiting for still completes
             # and is kept for the next post (a slow AWS must not make every post wait, then learn nothing).
-            task = asyncio.ensure_future(self._fleet.list_orgs([org_id]))
+            # Asked again for a name the kept listing lacks: past the fleet's own cache too.
+            task = asyncio.ensure_future(self._fleet.list_orgs([org_id], fresh=again))
             self._pending[org_id] = task
             task.add_done_callback(functools.partial(self._listed, org_id, self._clock()))
         listing: OrgClusters | None = None
