@@ -307,16 +307,27 @@ def demo(host: str, port: int, open_browser: bool) -> int:
     return 0
 
 
+def _port(value: str) -> int:
+    """--port's type: a usage error naming the range, not the traceback bind() raises past 65535."""
+    try:
+        port = int(value)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a port: give 0-65535 (0: any free port)")
+    return port
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="pitcrew", description="Slack chat-ops for a multi-org training program.")
     sub = top.add_subparsers(dest="command", required=True)
     serve_cmd = sub.add_parser("serve", help="HTTP mode: POST /slack/events, GET /healthz")
     serve_cmd.add_argument("--host", default="127.0.0.1")
-    serve_cmd.add_argument("--port", type=int, default=3000)
+    serve_cmd.add_argument("--port", type=_port, default=3000)
     sub.add_parser("socket", help="Socket Mode (needs SLACK_APP_TOKEN)")
     demo_cmd = sub.add_parser("demo", help="the sandbox: embedded AWS, seeded program, local Slack at the given port")
     demo_cmd.add_argument("--host", default="127.0.0.1")
-    demo_cmd.add_argument("--port", type=int, default=3000)
+    demo_cmd.add_argument("--port", type=_port, default=3000)
     demo_cmd.add_argument("--open", action="store_true", help="open the console in a browser")
     check = sub.add_parser("check-config", help="validate a program file")
     check.add_argument("file", nargs="?", help="default: $PITCREW_CONFIG or ./program.yml")

@@ -132,3 +132,17 @@ def test_make_run_takes_a_port() -> None:
         ["make", "-n", "run", "PORT=3001"], cwd=ROOT, capture_output=True, text=True, timeout=30, check=True
     )
     assert done.stdout.strip().splitlines()[-1].endswith("pitcrew demo --port 3001")
+
+
+@pytest.mark.parametrize("command", ["serve", "demo"])
+@pytest.mark.parametrize("port", ["70000", "-1", "http"])
+def test_a_port_out_of_range_is_refused_as_usage_with_exit_code_2(
+    command: str, port: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main([command, "--port", port])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "OverflowError" not in err
+    expected = f"argument --port: {port!r} is not a port: give 0-65535 (0: any free port)"
+    assert err.strip().splitlines()[-1].endswith(expected)
