@@ -20,6 +20,10 @@ from urllib.parse import parse_qsl
 MAX_AGE_SECONDS = 5 * 60  # Slack's own rule for replayed requests
 MAX_BODY = 1_000_000  # a modal submission of the largest view is well under this
 _INTERACTIONS = ("block_actions", "view_submission", "view_closed")
+# Sent only if someone adds a shortcut or an external select to the app's configuration; Pitcrew has none, so
+# they reach Bolt to be answered 200 (options: an empty list) by handlers.errors, not refused with a 400 the
+# user would see as "failed with the error".
+_UNREGISTERED = ("shortcut", "message_action", "block_suggestion")
 _EVENTS = ("event_callback", "url_verification", "app_rate_limited")
 
 
@@ -41,6 +45,10 @@ class _Malformed(Exception):
 
 def read_slack_request(raw: bytes, headers: Mapping[str, str], *, secret: str, now: float) -> SlackRequest | Refused:
     """The request checked and parsed, or why it is refused."""
+    if _is_ssl_check(raw):
+        # Slack's certificate check: Bolt answers it 200 before verifying any signature (AsyncSslCheck runs
+        # ahead of AsyncRequestVerification), and it causes nothing.
+        return SlackRequest(text=raw.decode("ascii"), body=dict(parse_qsl(raw.decode("ascii"))))
     unsigned = _signature_problem(raw, headers, secret=secret, now=now)
     if unsigned:
         return Refused(401, unsigned)
@@ -55,6 +63,13 @@ def read_slack_request(raw: bytes, headers: Mapping[str, str], *, secret: str, n
     except _Malformed as problem:
         return Refused(400, str(problem))
     return SlackRequest(text=text, body=body)
+
+
+def _is_ssl_check(raw: bytes) -> bool:
+    if len(raw) > 1000 or not raw.isascii():
+        return False
+    form = dict(parse_qsl(raw.decode("ascii"), keep_blank_values=True))
+    return form.get("ssl_check") == "1" and "command" not in form and "payload" not in form
 
 
 def _signature_problem(raw: bytes, headers: Mapping[str, str], *, secret: str, now: float) -> str:
@@ -88,8 +103,6 @@ def _parse(text: str, content_type: str) -> dict[str, Any]:
         return payload
     if "command" in form:
         _check_command(form)
-        return form
-    if form.get("ssl_check") == "1":
         return form
     raise _Malformed("the body is neither a slash command nor an interaction payload")
 
@@ -125,17 +138,21 @@ def _check_event(event: dict[str, Any]) -> None:
 
 def _check_interaction(payload: dict[str, Any]) -> None:
     kind = payload.get("type")
-    if kind not in _INTERACTIONS:
+    if kind not in _INTERACTIONS + _UNREGISTERED:
         raise _Malformed("`payload.type` is not an interaction Pitcrew handles")
     user = _need(payload, "user", dict)
     if not isinstance(user.get("id"), str) or not user["id"]:
         raise _Malformed("`payload.user` has no id")
     _ids(payload)
     _optional(payload, "trigger_id", str)
+    _optional(payload, "callback_id", str)
+    _optional(payload, "action_id", str)
     if kind == "block_actions":
         _check_actions(payload)
-    else:
+    elif kind in ("view_submission", "view_closed"):
         _check_view(payload)
+    else:
+        _optional(payload, "view", dict)
 
 
 def _check_actions(payload: dict[str, Any]) -> None:

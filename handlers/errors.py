@@ -17,6 +17,7 @@ from bot.slack import blocks
 from storage.models import Outcome
 
 UNKNOWN_BUTTON = "Pitcrew does not know this button (any more); run the command again for a fresh one."
+UNKNOWN_SHORTCUT = "Pitcrew has no shortcuts; use /cluster, /track or /digest (`/cluster help` lists them)."
 COULD_NOT = "Pitcrew could not handle that {what}; it is logged for the program admins. Try it again, or tell one."
 
 
@@ -32,6 +33,8 @@ def _what(body: dict[str, Any]) -> tuple[str, str]:
     if kind in ("view_submission", "view_closed"):
         view = body["view"] if isinstance(body.get("view"), dict) else {}
         return "form", str(view.get("callback_id") or "form")[:32]
+    if kind in ("shortcut", "message_action"):
+        return "shortcut", str(body.get("callback_id") or "shortcut")[:32]
     return "request", str(kind or "request")[:32]
 
 
@@ -81,18 +84,22 @@ async def on_error(
 
 async def _unhandled(body: dict[str, Any], context: dict[str, Any]) -> BoltResponse:
     """No listener for it: a button or form of an older version, or an event Pitcrew subscribes to but does not
-    act on (app_home_opened). Events get a quiet 200: Slack disables an app whose events keep failing."""
+    act on (app_home_opened). Events get a quiet 200: Slack disables an app whose events keep failing.
+    A shortcut (Pitcrew has none; one added to the app's configuration) is audited and answered where Slack
+    lets us; an external select's options request gets an empty list, the answer Slack reads."""
     what, name = _what(body)
-    if what in ("click", "form"):
+    if what in ("click", "form", "shortcut"):
         await _audit_and_tell(
             body,
             context,
             what=what,
             name=name,
             outcome=Outcome.INVALID,
-            detail="no listener: an unknown button or form",
-            message=UNKNOWN_BUTTON,
+            detail=f"no listener: an unknown {'shortcut' if what == 'shortcut' else 'button or form'}",
+            message=UNKNOWN_SHORTCUT if what == "shortcut" else UNKNOWN_BUTTON,
         )
+    if body.get("type") == "block_suggestion":
+        return BoltResponse(status=200, body={"options": []})
     return BoltResponse(status=200, body="")
 
 

@@ -79,7 +79,9 @@ CLICK = {
         (interaction({**CLICK, "actions": [{"action_id": "a", "value": 5}]}), "`value` is not a string"),
         (interaction({k: v for k, v in CLICK.items() if k != "response_url"}), "`response_url`"),
         (interaction({**CLICK, "team": 5}), "`team` is neither an id nor an object"),
-        (interaction({**CLICK, "type": "shortcut"}), "not an interaction Pitcrew handles"),
+        (interaction({**CLICK, "type": "interactive_message"}), "not an interaction Pitcrew handles"),
+        (interaction({**CLICK, "type": "shortcut", "callback_id": 5}), "`callback_id` is not a string"),
+        (interaction({**CLICK, "type": "shortcut", "user": "U1"}), "`user` is missing"),
         (
             interaction({"type": "view_submission", "user": {"id": "U1"}, "view": {"id": "V", "callback_id": "c"}}),
             "`state`",
@@ -107,3 +109,32 @@ def test_events_api_json_is_parsed_and_checked() -> None:
     assert isinstance(checked, SlackRequest) and checked.body["challenge"] == "c"
     refused = read(json.dumps({"type": "event_callback", "event": []}), content_type="application/json")
     assert isinstance(refused, Refused) and refused.status == 400
+
+
+@pytest.mark.parametrize("offset", [300, -300])
+def test_a_timestamp_exactly_five_minutes_away_is_accepted_as_bolt_does(offset: int) -> None:
+    now = 1_700_000_000
+    body = command()
+    headers = {k.lower(): v for k, v in signed_headers(body, secret=SECRET, timestamp=now - offset).items()}
+    assert isinstance(read_slack_request(body.encode(), headers, secret=SECRET, now=now), SlackRequest)
+    late = read_slack_request(body.encode(), headers, secret=SECRET, now=now + (1 if offset > 0 else -1))
+    assert isinstance(late, Refused) and late.status == 401
+
+
+@pytest.mark.parametrize("headers", [{}, {"x-slack-request-timestamp": "1", "x-slack-signature": "v0=x"}])
+def test_ssl_check_is_passed_to_bolt_unsigned_as_bolt_answers_it(headers: dict[str, str]) -> None:
+    checked = read_slack_request(b"ssl_check=1&token=t", headers, secret=SECRET, now=time.time())
+    assert isinstance(checked, SlackRequest) and checked.body == {"ssl_check": "1", "token": "t"}
+
+
+def test_a_command_saying_ssl_check_is_still_verified() -> None:
+    body = command(ssl_check="1")
+    checked = read_slack_request(body.encode(), {}, secret=SECRET, now=time.time())
+    assert isinstance(checked, Refused) and checked.status == 401
+
+
+@pytest.mark.parametrize("kind", ["shortcut", "message_action", "block_suggestion"])
+def test_unregistered_interactions_reach_bolt(kind: str) -> None:
+    payload = {"type": kind, "user": {"id": "U1"}, "team": {"id": "T1"}, "callback_id": "c", "action_id": "a"}
+    checked = read(interaction(payload))
+    assert isinstance(checked, SlackRequest) and checked.body["type"] == kind
