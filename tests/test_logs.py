@@ -12,7 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from bot.config import Settings
-from bot.logs import configure_logging
+from bot.logs import _Handler, configure_logging
 
 BOT_TOKEN = "xoxb-1111111111-2222222222-AbCdEfGhIjKlMnOpQrStUvWx"
 APP_TOKEN = "xapp-1-A0123456789-1234567890123-0123456789abcdef0123456789abcdef"
@@ -112,10 +112,12 @@ def test_configuring_again_replaces_only_its_own_handler(
     captured: io.StringIO, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = logging.getLogger()
-    others = list(root.handlers)  # pytest's capture: left alone, as basicConfig would
+    # pytest's capture handlers are left alone, as basicConfig would (an earlier test's Pitcrew handler may be here)
+    others = [h for h in root.handlers if not isinstance(h, _Handler)]
     configure_logging(settings())
     configure_logging(settings(pitcrew_log_format="json"))  # e.g. `main()` run twice in one process
-    assert root.handlers[: len(others)] == others and len(root.handlers) == len(others) + 1
+    assert [h for h in root.handlers if not isinstance(h, _Handler)] == others
+    assert len([h for h in root.handlers if isinstance(h, _Handler)]) == 1
 
     # Without a stream, records go to the stderr of the moment (a runner that swapped it has closed the old one).
     swapped = io.StringIO()
