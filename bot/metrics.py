@@ -9,6 +9,7 @@ cluster name is ever a label, and no secret is ever a value.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections import Counter as Tally
@@ -39,6 +40,8 @@ OTHER = "other"
 Endpoint = Callable[[Request], Awaitable[Response]]
 # Slack acks must come within 3 s; the buckets resolve the range that matters around it.
 ACK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0)
+# How long a scrape waits for the database (open episodes): well inside Prometheus' default 10 s timeout.
+SCRAPE_DB_SECONDS = 3.0
 SWEEP_BUCKETS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 SLACK_METHOD = re.compile(r"[a-z][A-Za-z]*(?:\.[a-z][A-Za-z]*)+")  # chat.postMessage, files.getUploadURLExternal
 AWS_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # services, operations and error codes as botocore has them
@@ -237,8 +240,8 @@ class Metrics:
         """GET /metrics. A database that cannot be read leaves the open episodes at their last values."""
 
         async def metrics(_: Request) -> Response:
-            try:
-                await self.count_open_episodes(db)
+            try:  # bounded: a database that accepts and never answers would hold the scrape for 60 s
+                await asyncio.wait_for(self.count_open_episodes(db), SCRAPE_DB_SECONDS)
             except Exception as error:  # the rest of the page still tells how the bot is doing
                 log.warning("metrics: could not count open episodes: %s", type(error).__name__)
             return Response(self.exposition(), media_type=CONTENT_TYPE_LATEST)

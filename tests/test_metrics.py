@@ -217,3 +217,38 @@ def test_the_audit_writer_and_the_lease_are_read_at_each_scrape() -> None:
     assert value(samples, "pitcrew_audit_write_failures_total") == 3
     assert value(samples, "pitcrew_audit_dropped_total") == 7
     assert value(samples, "pitcrew_leader") == 1
+
+
+async def test_a_scrape_is_answered_in_seconds_when_the_database_does_not_answer() -> None:
+    """A Postgres that accepts the connection and then says nothing (a hung server, a dropped link) must not
+    hold the scrape for asyncpg's 60 s connect timeout, past Prometheus' 10 s scrape timeout: the open
+    episodes keep their last values and the rest of the page is served."""
+    from starlette.applications import Starlette
+
+    from bot.metrics import SCRAPE_DB_SECONDS, Metrics
+    from storage.db import Database
+
+    silent: list[asyncio.StreamWriter] = []
+
+    async def hold(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        silent.append(writer)  # kept open, never answered
+
+    server = await asyncio.start_server(hold, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    db = Database(url=f"postgresql+asyncpg://postgres@127.0.0.1:{port}/hung")
+    metrics = Metrics()
+    metrics.open_episodes.labels(kind="node").set(2)
+    app = Starlette(routes=[metrics.route(db=db)])
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://pitcrew") as client:
+            started = asyncio.get_running_loop().time()
+            response = await asyncio.wait_for(client.get("/metrics"), timeout=SCRAPE_DB_SECONDS + 5)
+            took = asyncio.get_running_loop().time() - started
+        assert response.status_code == 200 and took < SCRAPE_DB_SECONDS + 2
+        samples = [s for f in text_string_to_metric_families(response.text) for s in f.samples]
+        assert value(samples, "pitcrew_open_episodes", kind="node") == 2
+    finally:
+        for writer in silent:
+            writer.close()
+        server.close()
+        await db.dispose()
