@@ -27,6 +27,12 @@ LAUNCH_SLACK = timedelta(minutes=1)  # AWS's clock against ours: a launch time a
 # longer remembered from here on (a node joining now may be that replacement, not one to exclude).
 LEAVING = frozenset({"ShuttingDown", "shutting-down", "stopping", "terminated"})
 GONE_FOR_GOOD = timedelta(hours=24)  # a node gone this long with no successor was removed, not replaced
+# An instance that can never run again though still listed: EC2 lists a terminated instance for about an hour
+# (ParallelCluster through EC2 tags). It is as good as gone: its successor is looked for at once.
+ENDED = frozenset({"terminated"})
+# How long a node that was part of an episode is remembered as such: a terminated one still listed after its
+# episode closed (replaced) must not open a new alert of its own.
+RETIRED_WINDOW = timedelta(hours=2)
 
 
 @dataclass(frozen=True)
@@ -130,8 +136,10 @@ def group_target(cluster: Cluster, group: str) -> int | None:
     groups = [g for g in cluster.groups if g.name == group or g.name.startswith(f"{group}/")]
     if groups and all(g.target is not None for g in groups):
         return sum(g.target or 0 for g in groups)
-    listed = sum(1 for node in cluster.nodes if node.group == group)
-    return listed if listed or groups else None
+    # Nodes on their way out are not counted: a terminated instance listed beside its replacement must not
+    # make the group look grown (and the replacement a scale-up node).
+    listed = sum(1 for node in cluster.nodes if node.group == group and node.status not in LEAVING)
+    return listed if listed or groups or any(node.group == group for node in cluster.nodes) else None
 
 
 def _group_nodes(cluster: Cluster, group: str) -> frozenset[str]:
@@ -143,7 +151,11 @@ def _successor(
 ) -> tuple[Node, str] | None:
     """The node that replaced the episode's current node, and how ("replace confirmed by ..." or
     "automatic recovery"); None while there is none, and for any node that merely joined the group."""
-    in_group = [node for node in cluster.nodes if node.group == episode.group and node.node_id not in claimed]
+    in_group = [
+        node
+        for node in cluster.nodes
+        if node.group == episode.group and node.node_id not in claimed and node.status not in LEAVING
+    ]
     confirmed = [r for r in replacements if episode.current in r.node_ids and now - r.started_at <= SUCCESSOR_WINDOW]
     for replacement in sorted(confirmed, key=lambda r: r.started_at, reverse=True):
         # Not in the group when it was planned, and launched once AWS took it (a new instance, new id).
@@ -172,12 +184,15 @@ def _earliest(nodes: Sequence[Node]) -> Node:
 def assess(
     cluster: Cluster, episodes: Sequence[Known], *, now: datetime, replacements: Sequence[Replacement] = ()
 ) -> Verdict:
-    """What changed since `episodes` (the cluster's open ones, and those closed within REOPEN_WINDOW).
+    """What changed since `episodes` (the cluster's open ones, and those closed within REOPEN_WINDOW; older
+    closed ones, up to RETIRED_WINDOW, only tell which nodes were replaced already).
     `replacements`: the replaces Pitcrew confirmed on this cluster lately (their node ids, from AWS)."""
     verdict = Verdict()
-    nodes = {node.node_id: node for node in cluster.nodes}
+    nodes = {node.node_id: node for node in cluster.nodes if node.status not in ENDED}
     open_nodes = [e for e in episodes if e.open and e.kind == "node"]
     claimed = {node_id for e in open_nodes for node_id in e.node_ids}
+    # An ended instance (terminated, still listed) that an episode followed already: not a new failure.
+    retired = {node_id for e in episodes if e.kind == "node" for node_id in e.node_ids}
     for episode in open_nodes:
         _follow(episode, nodes, cluster, claimed, replacements, verdict, now)
     recent = [
@@ -185,6 +200,8 @@ def assess(
     ]
     for node in cluster.nodes:
         if node.health is not Health.UNHEALTHY or node.node_id in claimed:
+            continue
+        if node.status in ENDED and node.node_id in retired:
             continue
         # Only the node the episode ended with: an earlier id of it is gone, and any other node is not it.
         again = next((e for e in recent if e.current == node.node_id), None)
@@ -223,7 +240,9 @@ def _follow(
             if now - episode.opened_at > GONE_FOR_GOOD:
                 verdict.closed.append(Closed(episode.id, f"`{episode.current}` left the cluster and was not replaced"))
             elif episode.status != GONE:
-                note = f"`{episode.current}` left the cluster; waiting for its replacement to appear"
+                ended = any(n.node_id == episode.current and n.status in ENDED for n in cluster.nodes)
+                how = "was terminated" if ended else "left the cluster"
+                note = f"`{episode.current}` {how}; waiting for its replacement to appear"
                 verdict.changed.append(Changed(episode.id, episode.node_ids, GONE, "", note))
             return
         successor, how = found
@@ -247,6 +266,16 @@ def _follow(
     size = group_target(cluster, episode.group)
     if node.status in LEAVING:
         members, size = None, episode.group_target  # kept as they were before it began to leave
+    elif (
+        members is not None
+        and episode.group_nodes is not None
+        and episode.group_target is not None
+        and size is not None
+        and size <= episode.group_target
+    ):
+        # The target did not grow: a newcomer is no scale-up node but may be this node's replacement, listed
+        # beside it while it still shows Failure (HyperPod's automatic recovery). Not remembered as a member.
+        members = members & episode.group_nodes
     moved = members is not None and (members != episode.group_nodes or size != episode.group_target)
     if node.health is Health.HEALTHY:
         verdict.closed.append(Closed(episode.id, f"`{node.node_id}` is {node.status} again"))

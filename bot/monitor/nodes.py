@@ -22,7 +22,7 @@ from bot.clusters.model import Backend, Cluster
 from bot.monitor.desk import AlertDesk
 from bot.monitor.episodes import (
     CLUSTER_KEY,
-    REOPEN_WINDOW,
+    RETIRED_WINDOW,
     SUCCESSOR_WINDOW,
     Known,
     Opened,
@@ -187,12 +187,15 @@ class NodeMonitor:
         await self._look(cluster, hints=hints)
 
     async def _episodes(self, org_id: str) -> list[Episode]:
-        """The org's open node and cluster episodes, and those closed recently enough to be reopened. Training
+        """The org's open node and cluster episodes, and those closed recently (to be reopened, or to know
+        which nodes they replaced). Training
         jobs' episodes (bot.monitor.jobs) share the table but not this monitor: a sweep must not close them."""
         now = self._clock()
         async with self._db.session() as session:
             current = list(await crud.open_episodes(session, org_id=org_id))
-            recent = await crud.episodes_between(session, org_id=org_id, since=now - REOPEN_WINDOW, until=now)
+            # RETIRED_WINDOW, longer than REOPEN_WINDOW: assess reopens only within the latter, and reads the
+            # rest for the nodes already replaced (a terminated instance EC2 still lists is no new failure).
+            recent = await crud.episodes_between(session, org_id=org_id, since=now - RETIRED_WINDOW, until=now)
         ids = {row.id for row in current}
         rows = current + [row for row in recent if row.id not in ids and row.state == "closed"]
         return [row for row in rows if row.backend in CLUSTER_BACKENDS]

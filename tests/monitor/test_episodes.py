@@ -4,9 +4,10 @@ through a replacement: a node that merely joined the group is never its successo
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from bot.clusters.model import Backend, Cluster, InstanceGroup, Node, hyperpod_node_health
+from bot.clusters.model import Backend, Cluster, InstanceGroup, Node, hyperpod_node_health, pcluster_node_health
 from bot.monitor.episodes import (
     CLUSTER_KEY,
     GONE,
@@ -235,3 +236,63 @@ def test_a_throughput_alert_names_the_node_that_failed_at_the_time_not_its_later
     )
     later = failed_node_text(again, since=T0 + timedelta(hours=1), tz=tz)
     assert later.startswith("`i-00000020` (failed again at 2026-11-29 20:00 JST")
+
+
+def test_automatic_recovery_listed_beside_the_still_failed_node_is_its_successor() -> None:
+    """Review finding: HyperPod may list the new instance (Pending) while the failed one still shows Failure.
+    That look remembered the newcomer as a member of the group, so once the failed node left, its real
+    replacement was excluded and the alert waited 24 hours for one."""
+    failed = episode("i-00000001", group={"i-00000001", "i-00000002"}, target=2)
+    newcomer = node("i-00000009", "Pending", launched=T0 + timedelta(minutes=5))
+    both = cluster([node("i-00000001", "Failure", message="XID 79"), node("i-00000002"), newcomer], target=2)
+    verdict = assess(both, [failed], now=T0 + timedelta(minutes=5))
+    remembered = failed
+    for changed in verdict.changed:
+        assert "i-00000009" not in (changed.group_nodes or ()), "a newcomer while the target stays is no member"
+        remembered = replace(failed, group_nodes=changed.group_nodes, group_target=changed.group_target)
+    (changed,) = assess(cluster([node("i-00000002"), newcomer]), [remembered], now=T0 + timedelta(minutes=6)).changed
+    assert changed.node_ids == ("i-00000001", "i-00000009") and "automatic recovery" in changed.note
+
+
+def pc_node(node_id: str, state: str, *, launched: datetime = T0 - timedelta(days=1), impaired: bool = False) -> Node:
+    """A ParallelCluster compute node as read through EC2 tags (queue `compute-gpu`, no targets known)."""
+    health = pcluster_node_health(state=state, node_type="ComputeNode", impaired=impaired)
+    return Node(node_id, "compute-gpu", "p5.48xlarge", "impaired" if impaired else state, health, launched)
+
+
+def pc_cluster(nodes: Iterable[Node]) -> Cluster:
+    nodes = tuple(nodes)
+    groups = (InstanceGroup("compute-gpu", "p5.48xlarge", current=len(nodes), target=None),)
+    return Cluster("sakura-ai", "pc1", Backend.PCLUSTER, "RUNNING", groups, nodes=nodes)
+
+
+def test_a_parallelcluster_node_terminated_and_relaunched_in_its_queue_is_followed_and_not_alerted_again() -> None:
+    """Review finding (EC2-tag clusters): EC2 lists a terminated instance for about an hour. The episode
+    waited on it (no successor while it was listed), the terminated instance counted toward the queue's size
+    (so the relaunched one looked like a scale-up), and after the episode closed it opened a new alert."""
+    first = pc_cluster([pc_node("i-0a", "running", impaired=True), pc_node("i-0b", "running")])
+    (opened,) = assess(first, [], now=T0).opened
+    assert opened.group_target == 2
+    failed = Known(1, "node", ("i-0a",), True, "impaired", "", "compute-gpu", T0, None, opened.group_nodes, 2)
+    relaunched = pc_node("i-0c", "pending", launched=T0 + timedelta(minutes=4))
+    seen = pc_cluster([pc_node("i-0a", "terminated"), pc_node("i-0b", "running"), relaunched])
+    verdict = assess(seen, [failed], now=T0 + timedelta(minutes=5))
+    assert not verdict.opened
+    (changed,) = verdict.changed
+    assert changed.node_ids == ("i-0a", "i-0c") and "automatic recovery" in changed.note
+    following = replace(failed, node_ids=changed.node_ids, status=changed.status)
+    running = pc_cluster([pc_node("i-0a", "terminated"), pc_node("i-0b", "running"), pc_node("i-0c", "running")])
+    verdict = assess(running, [following], now=T0 + timedelta(minutes=8))
+    assert [c.episode_id for c in verdict.closed] == [1] and not verdict.opened
+    ended = replace(following, open=False, closed_at=T0 + timedelta(minutes=8))
+    later = assess(running, [ended], now=T0 + timedelta(minutes=58))  # past the reopen window, still listed
+    assert not later, "the terminated instance it replaced is no new failure"
+
+
+def test_a_terminated_parallelcluster_node_with_no_replacement_yet_says_so() -> None:
+    failed = Known(1, "node", ("i-0a",), True, "impaired", "", "compute-gpu", T0, None, frozenset({"i-0a", "i-0b"}), 2)
+    seen = pc_cluster([pc_node("i-0a", "terminated"), pc_node("i-0b", "running")])
+    verdict = assess(seen, [failed], now=T0 + timedelta(minutes=5))
+    (changed,) = verdict.changed
+    assert changed.status == GONE and "`i-0a` was terminated; waiting for its replacement" in changed.note
+    assert not verdict.opened

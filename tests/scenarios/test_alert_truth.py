@@ -17,7 +17,12 @@ from typing import Any
 import pytest
 
 from bot.monitor.tokens import create_token
-from bot.sandbox.moto_support import hyperpod_progress, reset_moto_server, set_hyperpod_node_status
+from bot.sandbox.moto_support import (
+    hyperpod_progress,
+    reset_moto_server,
+    set_ec2_instance_status,
+    set_hyperpod_node_status,
+)
 from bot.sandbox.slack_workspace import Message
 from bot.sandbox.world import Sandbox
 from storage import crud
@@ -257,3 +262,54 @@ async def test_a_recovered_stall_shows_the_rate_it_recovered_to(world: Sandbox) 
     assert "Back to 480,000 tokens/s" in body(recovered) and "Now 0 tokens/s" not in body(recovered)
     charts = [m for m in thread(world, alert) if m.files]
     assert len(charts) == 2, "the chart at the alert, and the chart of the whole stall once it ended"
+
+
+FUJI, FUJI_CHANNEL, FUJI_CLUSTER = "fuji-ml", "C0FUJIML1", "fuji-p5-pretrain"  # ParallelCluster read via EC2 tags
+
+
+def fuji_compute(seeded_aws: SeededAws) -> tuple[Any, list[dict[str, Any]]]:
+    """fuji-ml's EC2 client and its cluster's compute instances (every state), as EC2 lists them."""
+    org = seeded_aws.program.org(FUJI)
+    assert org is not None and org.aws.parallelcluster_api is None, "this org's clusters are read through EC2 tags"
+    ec2 = seeded_aws.accounts.client(org, "ec2")
+    filters = [
+        {"Name": "tag:parallelcluster:cluster-name", "Values": [FUJI_CLUSTER]},
+        {"Name": "tag:parallelcluster:node-type", "Values": ["ComputeNode"]},
+    ]
+    pages = ec2.get_paginator("describe_instances").paginate(Filters=filters)
+    return ec2, [i for page in pages for r in page["Reservations"] for i in r["Instances"]]
+
+
+async def test_a_parallelcluster_node_terminated_and_relaunched_is_followed_to_its_successor_and_not_alerted_again(
+    world: Sandbox, seeded_aws: SeededAws
+) -> None:
+    """Review finding: on a cluster read through EC2 tags, an impaired node that ParallelCluster terminates and
+    relaunches in its queue (new instance id) left its alert open while EC2 still listed the terminated one
+    (about an hour), and once closed, that terminated instance opened an alert of its own."""
+    ec2, instances = fuji_compute(seeded_aws)
+    failed = next(i for i in instances if i["State"]["Name"] == "running")
+    account, region = "333333333333", seeded_aws.program.org(FUJI).aws.region  # type: ignore[union-attr]
+    set_ec2_instance_status(account, region, failed["InstanceId"], instance_status="impaired")
+    await sweep(world)
+    (alert,) = alerts_about(world, failed["InstanceId"], FUJI_CHANNEL)
+    assert "Node failed" in alert.text
+
+    # clustermgtd replaces the static node: terminate it, launch a new one in the same queue.
+    ec2.terminate_instances(InstanceIds=[failed["InstanceId"]])
+    tags = [t for t in failed["Tags"] if not t["Key"].startswith("aws:")]
+    launched = ec2.run_instances(
+        ImageId=failed["ImageId"],
+        InstanceType=failed["InstanceType"],
+        MinCount=1,
+        MaxCount=1,
+        TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
+    )
+    successor = launched["Instances"][0]["InstanceId"]
+    _, now_listed = fuji_compute(seeded_aws)
+    assert any(i["InstanceId"] == failed["InstanceId"] for i in now_listed), "EC2 still lists the terminated one"
+    await sweep_until(world, lambda: "Recovered after" in now_of(world, alert).text, sweeps=20)
+    assert f"`{failed['InstanceId']}` → `{successor}`" in body(now_of(world, alert))
+    await sweep(world)
+    await sweep(world)
+    assert len(alerts_about(world, failed["InstanceId"], FUJI_CHANNEL)) == 1, "the terminated instance is no new alert"
+    assert not alerts_about(world, successor, FUJI_CHANNEL)[1:]
