@@ -10,7 +10,8 @@ atomic statement (storage.crud.acquire_lease), so two replicas never both win.
 
 Expiry is stored and compared by the database's clock (`now()` in SQL), which every replica shares; a
 replica's own clock only measures how long its last renewal lasts (a duration, which an offset clock
-still measures right), so a replica whose clock runs minutes fast cannot take a live lease.
+still measures right, and by default a monotonic one, which a stepped wall clock does not move), so a
+replica whose clock runs minutes fast cannot take a live lease.
 """
 
 from __future__ import annotations
@@ -19,15 +20,23 @@ import asyncio
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from storage import crud
 from storage.db import Database
-from storage.models import utcnow
 
 log = logging.getLogger(__name__)
+_STEADY_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+def steady_now() -> datetime:
+    """A clock for durations only: time.monotonic as a datetime. The wall clock can be stepped (an NTP
+    correction, a VM resumed); stepped back right after a renewal, it would keep a stalled leader counting
+    itself leader after the database let another replica take over."""
+    return _STEADY_EPOCH + timedelta(seconds=time.monotonic())
 
 
 def default_holder() -> str:
@@ -45,7 +54,7 @@ class LeaderLease:
         holder: str,
         ttl: float = 15.0,
         renew_every: float = 5.0,
-        clock: Callable[[], datetime] = utcnow,
+        clock: Callable[[], datetime] = steady_now,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         if not 0 <= renew_every < ttl:

@@ -185,3 +185,20 @@ def test_default_holder_is_unique_per_process_start() -> None:
 def test_renewing_must_come_before_expiry() -> None:
     with pytest.raises(ValueError, match="renew_every"):
         LeaderLease(db=object(), name="monitors", holder="a", ttl=5, renew_every=5)  # type: ignore[arg-type]
+
+
+async def test_by_default_holding_is_timed_by_a_steady_clock_not_the_wall_clock(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A leader whose wall clock is stepped back (an NTP correction) right after renewing must not count
+    itself leader past its ttl: that would make two leaders once the database lets another take over."""
+    import bot.monitor.lease as lease_module
+
+    steady = [1000.0]
+    monkeypatch.setattr(lease_module.time, "monotonic", lambda: steady[0])
+    a = LeaderLease(db=db, name="monitors", holder="a", ttl=15, renew_every=5)
+    assert await a.try_acquire() is True and a.held
+    steady[0] += 14
+    assert a.held
+    steady[0] += 2  # 16 s by the steady clock, whatever the wall clock did meanwhile
+    assert a.held is False
