@@ -153,11 +153,9 @@ class Operations:
         if refusal:
             self.record(operation, user_id=user_id, command=CONFIRM, outcome=Outcome.REFUSED, detail=refusal)
             return blocks.refusal(refusal), False
-        expired = self._expired(operation)
+        expired = self.expired(operation, user_id=user_id, command=CONFIRM)
         if expired:
-            self.record(operation, user_id=user_id, command=CONFIRM, outcome=Outcome.REFUSED, detail=expired)
-            # Replaces the plan: its buttons go, so nobody confirms yesterday's quota and prices later either.
-            return blocks.problem(f"This {expired}; run the command again for current quota and prices."), True
+            return expired, True
         if operation.status == OperationStatus.PLANNED.value and operation.kind != Kind.LAUNCH.value:
             other = await self.busy(
                 org_id=operation.org_id, backend=Backend(operation.backend), cluster_name=operation.cluster_name
@@ -195,6 +193,16 @@ class Operations:
         await self._set(operation.id, started_at=operation.started_at, detail=operation.detail[:2000])
         self._watch(operation)
         return blocks.operation_decided(operation, "confirmed"), True
+
+    def expired(self, operation: Operation, *, user_id: str, command: str) -> Reply | None:
+        """If the plan expired: the answer (audited as refused), which replaces the plan so its buttons go and
+        nobody confirms yesterday's quota and prices later either. Asked by Confirm and by Delete… (a delete
+        plan's Confirm), so no form opens for a plan that can no longer be confirmed."""
+        expired = self._expired(operation)
+        if not expired:
+            return None
+        self.record(operation, user_id=user_id, command=command, outcome=Outcome.REFUSED, detail=expired)
+        return blocks.problem(f"This {expired}; run the command again for current quota and prices.")
 
     def _expired(self, operation: Operation) -> str | None:
         """Why a plan may no longer be confirmed ("plan expired at HH:MM (N min after it was made)"), or None."""

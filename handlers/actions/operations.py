@@ -64,6 +64,9 @@ async def open_delete_callback(ack: AsyncAck, body: dict[str, Any], context: dic
             reply = blocks.refusal(refusal)
         elif operation.status != OperationStatus.PLANNED.value:
             reply = blocks.problem(f"This delete is already {operation.status}; nothing more was done.")
+        elif expired := services.operations.expired(operation, user_id=user_id, command=DELETE_OPEN_ACTION):
+            await services.poster.respond(body["response_url"], expired, replace_original=True)
+            return
         else:
             # The modal's submission has no response URL of its own: carry the plan's, to replace the plan.
             metadata = json.dumps({"operation_id": operation.id, "response_url": body["response_url"]})

@@ -81,6 +81,27 @@ async def test_confirm_after_30_minutes_says_the_plan_expired_and_changes_nothin
     assert operation.confirmed_by is None, "the plan was not claimed"
 
 
+async def test_delete_after_the_ttl_opens_no_form_and_says_the_plan_expired(
+    sandbox: Sandbox, seeded_aws: SeededAws, clock: Clock
+) -> None:
+    """Delete… is a delete plan's Confirm: once the plan expired it opens no form to type the name into
+    (only to be told afterwards), it replaces the plan with the reason and changes nothing."""
+    sandbox.pitcrew.services.operations.clock = clock
+    planned = await ask(sandbox, user=ALICE, channel=KUMO, text="delete kumo-p5-train")
+    assert "delete_open" in str(planned.blocks)
+    before = seeded_aws.state()
+    clock.now += timedelta(minutes=31)
+    response = await sandbox.slack.click(user_id=ALICE, message=planned, action_id="delete_open")
+    assert response.status_code == 200
+    answered = await sandbox.slack.wait_for(lambda m: m.ts == planned.ts and m.edits >= 1, timeout=15)
+    assert "This plan expired at " in body(answered) and "run the command again" in body(answered)
+    assert not any(block.get("type") == "actions" for block in answered.blocks), "offers nothing to press"
+    assert not sandbox.slack.open_views, "no form opened"
+    assert seeded_aws.state() == before
+    command, outcome, detail = await last_audit(sandbox)
+    assert (command, outcome) == ("delete_open", "refused") and "expired" in detail
+
+
 async def test_the_ttl_comes_from_pitcrew_plan_ttl_minutes(
     sandbox_factory: Callable[..., Any], seeded_aws: SeededAws, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
