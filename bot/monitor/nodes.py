@@ -77,6 +77,15 @@ def _known(row: Episode) -> Known:
     )
 
 
+def _row_id(value: str) -> int | None:
+    """A button's value as the id of an episode or silence (an INTEGER column), or None: ASCII digits only
+    ("²".isdigit() is true, and int() refuses it) and in the column's range (Postgres refuses 999999999999)."""
+    if not (value.isascii() and value.isdigit()) or len(value) > 10:
+        return None
+    number = int(value)
+    return number if 1 <= number <= 2**31 - 1 else None
+
+
 def _replacement(operation: Operation) -> Replacement | None:
     """A confirmed replace as the episodes need it: the ids AWS accepted, the group before, when."""
     if operation.started_at is None:
@@ -455,10 +464,11 @@ class NodeMonitor:
 
     async def episode(self, episode_id: str) -> Episode | None:
         """The episode a button names; None for a value that is not one (tampered, or deleted)."""
-        if not episode_id.isdigit() or len(episode_id) > 12:
+        row_id = _row_id(episode_id)
+        if row_id is None:
             return None
         async with self._db.session() as session:
-            return await crud.get_episode(session, episode_id=int(episode_id))
+            return await crud.get_episode(session, episode_id=row_id)
 
     async def _members(self, row: Episode) -> list[Episode]:
         if row.storm_id is None:
@@ -511,10 +521,11 @@ class NodeMonitor:
 
     async def get_silence(self, silence_id: str) -> Silence | None:
         """The silence an Unsilence button names; None for a value that is not one."""
-        if not silence_id.isdigit() or len(silence_id) > 12:
+        row_id = _row_id(silence_id)
+        if row_id is None:
             return None
         async with self._db.session() as session:
-            return await crud.get_silence(session, silence_id=int(silence_id))
+            return await crud.get_silence(session, silence_id=row_id)
 
     async def unsilence(self, silence: Silence, *, user_id: str) -> str | None:
         """End a silence now; None when done, else why nothing changed (it had ended already)."""

@@ -21,13 +21,14 @@ from bot.sandbox.moto_support import (
     hyperpod_progress,
     reset_moto_server,
     set_ec2_instance_status,
+    set_hyperpod_cluster_status,
     set_hyperpod_node_status,
 )
 from bot.sandbox.slack_workspace import Message
 from bot.sandbox.world import Sandbox
 from storage import crud
 from tests.conftest import SeededAws
-from tests.scenarios.conftest import COORDINATION, ask, body
+from tests.scenarios.conftest import ADMIN, COORDINATION, ask, body
 from tests.scenarios.test_node_alerts import (
     ACCOUNT,
     ALICE,
@@ -313,3 +314,71 @@ async def test_a_parallelcluster_node_terminated_and_relaunched_is_followed_to_i
     await sweep(world)
     assert len(alerts_about(world, failed["InstanceId"], FUJI_CHANNEL)) == 1, "the terminated instance is no new alert"
     assert not alerts_about(world, successor, FUJI_CHANNEL)[1:]
+
+
+async def test_a_silence_holds_a_cluster_alert_and_unsilence_refuses_a_stranger_and_tampered_values(
+    world: Sandbox, seeded_aws: SeededAws
+) -> None:
+    """Review findings: the Unsilence button's value was checked with str.isdigit ("²" passes) and no range,
+    so a tampered value answered "internal error" (as alert buttons did before issue 11's fix). Also: the
+    silence holds a cluster-level alert; an operator of another org is refused; an admin may end it."""
+    services = world.pitcrew.services
+    node = running_workers(seeded_aws)[0]
+    set_hyperpod_node_status(ACCOUNT, REGION, TRAIN, node, "Failure", XID)
+    await sweep(world)
+    (alert,) = alerts_about(world, node)
+    await world.slack.click(user_id=ALICE, message=alert, action_id="alert_silence_4")
+    silence_message = await world.slack.wait_for(
+        lambda m: m.thread_ts == alert.ts and "Silenced until" in m.text, timeout=CLUSTER_ALERT_WAIT
+    )
+
+    set_hyperpod_cluster_status(ACCOUNT, REGION, TRAIN, "Failed", "capacity lost in us-east-1a")
+    try:
+        await sweep(world)
+    finally:
+        set_hyperpod_cluster_status(ACCOUNT, REGION, TRAIN, "InService")
+    assert not [m for m in world.slack.channel_messages(KUMO) if "Cluster failed" in m.text and not m.thread_ts]
+    assert any("Held back" in m.text and "the cluster Failed" in m.text for m in thread(world, alert))
+
+    for tampered in ("²", "٣", "999999999999", "-1", "0", "1e3", "", "x" * 40):
+        before = len(world.slack.messages)
+        await world.slack.click(user_id=ALICE, message=silence_message, action_id="alert_unsilence", value=tampered)
+        answer = await world.slack.wait_for(
+            lambda m, before=before: m.ephemeral_to == ALICE and world.slack.messages.index(m) >= before,
+            timeout=CLUSTER_ALERT_WAIT,
+        )
+        assert "internal error" not in answer.text and "not known" in answer.text, (tampered, answer.text)
+
+    stranger = "U0HANA001"  # an operator, of sakura-ai
+    await world.slack.click(user_id=stranger, message=silence_message, action_id="alert_unsilence")
+    refusal = await world.slack.wait_for(lambda m: m.ephemeral_to == stranger, timeout=CLUSTER_ALERT_WAIT)
+    assert "internal error" not in refusal.text
+    value = silence_message.blocks[1]["elements"][0]["value"]
+    current = await services.monitor.get_silence(value)
+    assert current is not None and current.ended_at is None, "still silenced"
+
+    await world.slack.click(user_id=ADMIN, message=silence_message, action_id="alert_unsilence")
+    await world.slack.wait_for(
+        lambda m: m.ts == silence_message.ts and f"ended by <@{ADMIN}>" in m.text, timeout=CLUSTER_ALERT_WAIT
+    )
+    await world.slack.wait_for(
+        lambda m: m.thread_ts == alert.ts and f"<@{ADMIN}> ended the silence" in m.text, timeout=CLUSTER_ALERT_WAIT
+    )
+
+    async def unsilences() -> list[tuple[str, str]]:
+        await services.drain()
+        async with services.db.session() as session:
+            entries = await crud.audit_entries(session, org_id=None)
+        wanted = ("alert_unsilence", "click")
+        return sorted((e.user_id, e.command, e.outcome) for e in entries if e.command in wanted)
+
+    # Each tampered press is recorded too ("answered; nothing changed", as any click with an unknown value).
+    expected = sorted(
+        [(ALICE, "click", "allowed")] * 8
+        + [(stranger, "alert_unsilence", "refused"), (ADMIN, "alert_unsilence", "done")]
+    )
+    for _ in range(100):  # the click's listener records after its last Slack call: a bounded wait
+        if await unsilences() == expected:
+            break
+        await asyncio.sleep(0.1)
+    assert await unsilences() == expected
