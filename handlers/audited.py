@@ -3,8 +3,10 @@
 Listeners record what they decide (a confirm, a refusal, an acknowledgement); the paths that decide
 nothing (a plan no longer known, a form opened, a cluster busy, a node gone) recorded nothing, so those
 clicks left no trace. `audited` wraps a listener: when it returns without recording anything, one entry
-says the button was pressed and nothing was changed. An exception is left to handlers/errors.py, which
-records it as failed (one entry, not two)."""
+says the button was pressed and nothing was changed. An exception before the ack is left to Bolt and
+handlers/errors.py, which records it as failed (one entry, not two) and answers with the ack; one after the
+ack is reported here through the same handlers.errors.report_failure: Bolt's async runner would set the ack
+back to None and, when the failure comes within its 10 ms poll, answer Slack only after its 3 s timeout."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from typing import Any
 from slack_bolt.context.ack.async_ack import AsyncAck
 
 from bot.services import Services
+from handlers.errors import report_failure
 from storage.models import Outcome
 
 Listener = Callable[[AsyncAck, dict[str, Any], dict[str, Any], Logger], Awaitable[None]]
@@ -48,14 +51,16 @@ def audited(listener: Listener) -> Listener:
     # Bolt passes arguments by parameter name: these four, as every action and view listener here takes.
     @wraps(listener)
     async def with_audit(ack: AsyncAck, body: dict[str, Any], context: dict[str, Any], logger: Logger) -> None:
-        services: Services | None = context.get("services")
-        if services is None:
-            await listener(ack, body, context, logger)
+        try:
+            answered = await _run(listener, ack, body, context, logger)
+        except Exception as error:
+            if ack.response is None:
+                raise  # not acknowledged yet: Bolt's error handler answers (handlers.errors.on_error)
+            await report_failure(error, body, context, logger)
             return
-        with services.audit.watch() as recorded:
-            await listener(ack, body, context, logger)
-            if recorded():
-                return
+        if answered:
+            return
+        services: Services = context["services"]
         user = body.get("user")
         command, text, channel_id = _entry(body)
         services.audit.record(
@@ -69,3 +74,16 @@ def audited(listener: Listener) -> Listener:
         )
 
     return with_audit
+
+
+async def _run(
+    listener: Listener, ack: AsyncAck, body: dict[str, Any], context: dict[str, Any], logger: Logger
+) -> bool:
+    """Run the listener; whether it is answered for in the audit log (it recorded, or there is no log)."""
+    services: Services | None = context.get("services")
+    if services is None:
+        await listener(ack, body, context, logger)
+        return True
+    with services.audit.watch() as recorded:
+        await listener(ack, body, context, logger)
+        return recorded()

@@ -6,6 +6,7 @@ Slack show "failed with the error dispatch_failed" and retry)."""
 
 from __future__ import annotations
 
+import logging
 from logging import Logger
 from typing import Any
 
@@ -15,6 +16,8 @@ from slack_bolt.response import BoltResponse
 from bot.services import Services
 from bot.slack import blocks
 from storage.models import Outcome
+
+log = logging.getLogger(__name__)
 
 UNKNOWN_BUTTON = "Pitcrew does not know this button (any more); run the command again for a fresh one."
 UNKNOWN_SHORTCUT = "Pitcrew has no shortcuts; use /cluster, /track or /digest (`/cluster help` lists them)."
@@ -61,6 +64,21 @@ async def on_error(
 ) -> BoltResponse | None:
     if isinstance(error, BoltUnhandledRequestError):
         return await _unhandled(body, context)
+    message = await report_failure(error, body, context, logger)
+    if response is None:  # already acknowledged: Slack's answer has gone
+        return None
+    block_id = _first_input(body) if body.get("type") == "view_submission" else None
+    if block_id is not None:  # keep the modal open with the message under its first field
+        return BoltResponse(status=200, body={"response_action": "errors", "errors": {block_id: message}})
+    # Acknowledged with the message where there is no response URL to carry it; else an empty ack.
+    return BoltResponse(status=200, body="" if isinstance(body.get("response_url"), str) else message)
+
+
+async def report_failure(error: Exception, body: dict[str, Any], context: dict[str, Any], logger: Logger) -> str:
+    """Log a failed request, audit it as failed and tell its user where Slack lets us; the message told.
+
+    Also called by handlers.audited for a listener that failed after its ack: Bolt's runner then sets the
+    ack back to None, and, when that happens within its 10 ms poll, answers Slack only after 3 s."""
     what, name = _what(body)
     logger.error("%s %s failed: %s", what, name, type(error).__name__, exc_info=error)
     message = COULD_NOT.format(what=what)
@@ -73,13 +91,7 @@ async def on_error(
         detail=f"unhandled {type(error).__name__}",
         message=message,
     )
-    if response is None:  # already acknowledged: Slack's answer has gone
-        return None
-    block_id = _first_input(body) if body.get("type") == "view_submission" else None
-    if block_id is not None:  # keep the modal open with the message under its first field
-        return BoltResponse(status=200, body={"response_action": "errors", "errors": {block_id: message}})
-    # Acknowledged with the message where there is no response URL to carry it; else an empty ack.
-    return BoltResponse(status=200, body="" if isinstance(body.get("response_url"), str) else message)
+    return message
 
 
 async def _unhandled(body: dict[str, Any], context: dict[str, Any]) -> BoltResponse:
@@ -121,4 +133,12 @@ async def _audit_and_tell(
     )
     url = body.get("response_url")
     if isinstance(url, str) and url.startswith(("https://", "http://")):
+        # In the background: the ack waits for nothing, and a reply that fails cannot fail the request.
+        services.spawn(_tell(services, url, message))
+
+
+async def _tell(services: Services, url: str, message: str) -> None:
+    try:
         await services.poster.respond(url, blocks.problem(message))
+    except Exception:
+        log.warning("telling the user through the response URL failed", exc_info=True)

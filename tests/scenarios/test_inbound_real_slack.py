@@ -15,6 +15,7 @@ from urllib.parse import quote, urlencode
 
 import httpx
 import pytest
+from slack_bolt.async_app import AsyncBoltRequest
 
 from bot.sandbox.world import SIGNING_SECRET, Sandbox
 from storage import crud
@@ -510,3 +511,60 @@ async def test_clicks_missing_a_field_are_answered_at_once(sandbox: Sandbox, dro
         del payload[drop]
     response = await post(sandbox, interaction(payload))  # post() asserts it took under 3 s
     assert 200 <= response.status_code < 500
+
+
+# --- a listener that fails right after its ack ----------------------------------------------------------------
+# Bolt's async runner sets `ack.response = None` when a listener raises after ack(); if that happens before its
+# 10 ms poll has seen the ack, Bolt waits out the 3 s ack timeout and Slack shows the user a timeout error.
+
+
+async def test_a_click_failing_right_after_its_ack_is_answered_at_once_and_audited(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    poster = sandbox.pitcrew.services.poster
+    respond, calls = poster.respond, []
+
+    async def refused(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("the database went away")
+
+    async def fails_once_a_click(*args: Any, **kwargs: Any) -> bool:
+        calls.append(args)
+        if len(calls) % 2:  # the listener's answer fails; the error handler's message goes through
+            raise RuntimeError("the network went away")
+        return await respond(*args, **kwargs)
+
+    monkeypatch.setattr(sandbox.pitcrew.services.operations, "cancel", refused)
+    monkeypatch.setattr(poster, "respond", fails_once_a_click)
+    action = {**BUTTON, "action_id": "operation_cancel", "value": "0123456789abcdef"}
+    for _ in range(3):
+        started = time.monotonic()
+        response = await post(sandbox, interaction(message_click(sandbox, action=action)))
+        assert response.status_code == 200, response.text
+        assert time.monotonic() - started < 1.5, "answered only after Bolt's 3 s ack timeout"
+    assert ("operation_cancel", "failed") in await audited(sandbox)
+
+
+@pytest.mark.parametrize(
+    "action_id",
+    [
+        "operation_confirm",
+        "launch_cancel",
+        "delete_open",
+        "track_add",
+        "alert_ack",
+        "alert_silence_1",
+        "alert_unsilence",
+    ],
+)
+@pytest.mark.parametrize("response_url", [None, 5])
+async def test_socket_mode_clicks_without_a_response_url_are_answered_at_once(
+    sandbox: Sandbox, action_id: str, response_url: Any
+) -> None:
+    """Socket Mode payloads skip bot.inbound: the listeners and the error handler cope with the same shapes."""
+    body = message_click(sandbox, action={**BUTTON, "action_id": action_id, "value": "1"})
+    body["response_url"] = response_url
+    started = time.monotonic()
+    response = await sandbox.pitcrew.bolt.async_dispatch(AsyncBoltRequest(body=body, mode="socket_mode"))
+    assert time.monotonic() - started < 1.5, "answered only after Bolt's 3 s ack timeout"
+    assert response.status < 500
+    assert "internal error" not in str(response.body).lower()
