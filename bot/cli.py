@@ -94,6 +94,41 @@ def _free_port_after(host: str, port: int, tries: int = 20) -> int | None:
     return None
 
 
+DATABASE_WAIT = 15.0  # seconds to connect at start before saying the database cannot be reached
+
+
+def _database_problem(database_url: str) -> str | None:
+    """One line saying why the database cannot be opened (down, wrong host, port, name or password, a folder
+    that cannot be made), or None. Checked before serving, so an unreachable database is that line and exit
+    code 1, not uvicorn's "Application startup failed" after a 150-line traceback. Only connecting is
+    checked here: a migration that fails keeps its traceback (that is a bug to report)."""
+    from sqlalchemy import text
+    from sqlalchemy.engine import make_url
+
+    from bot.audit import short_error
+    from storage.db import Database
+
+    url = make_url(database_url)
+
+    async def connect() -> None:
+        if url.get_backend_name() == "sqlite" and url.database and not url.database.startswith("file:"):
+            Path(url.database).parent.mkdir(parents=True, exist_ok=True)  # as the migration file lock does
+        db = Database(url=database_url)
+        try:
+            async with db.engine.connect() as connection:
+                await connection.execute(text("SELECT 1"))
+        finally:
+            await db.dispose()
+
+    try:
+        asyncio.run(asyncio.wait_for(connect(), DATABASE_WAIT))
+    except Exception as error:
+        why = f"no answer in {DATABASE_WAIT:g} s" if isinstance(error, TimeoutError) else short_error(error)
+        shown = url.render_as_string(hide_password=True)
+        return f"pitcrew: cannot open the database {shown} ({why}); check DATABASE_URL and that the database is up"
+    return None
+
+
 def serve(settings: Settings, host: str, port: int) -> int:
     import uvicorn
 
@@ -106,6 +141,11 @@ def serve(settings: Settings, host: str, port: int) -> int:
     except PortUnavailable as problem:
         print(problem, file=sys.stderr)
         return PORT_IN_USE
+    unreachable = _database_problem(settings.database_url)
+    if unreachable:
+        sock.close()
+        print(unreachable, file=sys.stderr)
+        return 1
     pitcrew = build_app(settings=settings, program=program)
     prefer_the_event_loop()
     # No access log: Slack's requests would log a line each, and Pitcrew audits what matters.

@@ -152,3 +152,33 @@ def test_a_port_out_of_range_is_refused_as_usage_with_exit_code_2(
     assert "Traceback" not in err and "OverflowError" not in err
     expected = f"argument --port: {port!r} is not a port: give 0-65535 (0: any free port)"
     assert err.strip().splitlines()[-1].endswith(expected)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql+asyncpg://pitcrew:hunter2-secret@127.0.0.1:9/pitcrew",  # nothing listens there
+        "sqlite+aiosqlite:////proc/no-such-folder/p.db",  # a folder that cannot be made
+    ],
+)
+def test_serve_on_a_database_it_cannot_reach_is_one_line_and_exit_code_1(url: str, tmp_path: Path) -> None:
+    from bot.sandbox.world import EXAMPLE_PROGRAM
+
+    env = {
+        **os.environ,
+        "DATABASE_URL": url,
+        "PITCREW_CONFIG": str(EXAMPLE_PROGRAM),
+        "SLACK_BOT_TOKEN": "xoxb-test",
+        "SLACK_SIGNING_SECRET": "test-secret",
+    }
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    done = subprocess.run(
+        [str(PITCREW), "serve", "--port", str(port)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr + done.stdout
+    lines = [line for line in done.stderr.strip().splitlines() if line.startswith("pitcrew:")]
+    assert len(lines) == 1 and lines[0].startswith("pitcrew: cannot open the database "), done.stderr
+    assert "DATABASE_URL" in lines[0] and "hunter2" not in done.stderr
