@@ -146,15 +146,20 @@ class AuditLog:
         chunks = [batch]  # a stack, in order from its end
         while chunks:
             chunk = chunks.pop()
+            left = [row for part in (chunk, *reversed(chunks)) for row in part]  # this chunk and all after it
             try:
-                await self._insert(chunk)
-            except asyncio.CancelledError:  # close() during a write: the rows are flushed there
-                self._pending.extendleft(reversed([row for part in (chunk, *reversed(chunks)) for row in part]))
+                try:
+                    await self._insert(chunk)
+                except Exception as error:
+                    unreachable = _unreachable(error) or not await self._reachable()
+                    if not unreachable:
+                        raise
+                    self._keep(left, error)
+                    return False
+            except asyncio.CancelledError:  # close() during a write or its probe: the rows are flushed there
+                self._pending.extendleft(reversed(left))
                 raise
             except Exception as error:
-                if _unreachable(error) or not await self._reachable():
-                    self._keep([row for part in (chunk, *reversed(chunks)) for row in part], error)
-                    return False
                 if len(chunk) == 1:
                     self._refused(chunk[0], error)
                 else:

@@ -3,6 +3,7 @@ log); rows are kept while the database is unreachable, in a bounded queue."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -155,3 +156,25 @@ async def test_rows_wait_while_the_database_refuses_connections_and_are_written_
         assert await _texts(database) == sorted(kept)
     finally:
         await database.dispose()
+
+
+async def test_rows_are_kept_when_the_writer_is_cancelled_while_it_checks_the_database(db: Database) -> None:
+    """close() cancels a write in flight; one cancelled while it tells a refused row from an unreachable
+    database (the probe after a failed INSERT) keeps the batch for close's own flush, as during the INSERT."""
+    probing = asyncio.Event()
+
+    class SlowProbe(AuditLog):
+        async def _reachable(self) -> bool:
+            probing.set()
+            await asyncio.Event().wait()  # until cancelled
+            return True
+
+    audit = SlowProbe(db=db, flush_seconds=3600)
+    _record(audit, 1, at=None)  # refused (NOT NULL): the probe runs
+    _record(audit, 2)
+    writer = asyncio.ensure_future(audit.flush())
+    await asyncio.wait_for(probing.wait(), timeout=10)
+    writer.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await writer
+    assert audit.queue_depth == 2, "both rows kept, in order"
