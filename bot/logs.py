@@ -3,7 +3,8 @@ PITCREW_LOG_FORMAT=json one JSON object per line (ts, level, logger, message; ex
 is an exception), for log collectors that parse lines.
 
 Either way a redaction filter masks Slack tokens, ingest tokens and the configured secrets in every record
-that reaches the handler, whichever library logged it and whatever the exception text holds.
+that reaches the handler, whichever library logged it and whatever the exception text holds, and bounds
+its message and exception text (a library's message can carry a whole SQL statement with its parameters).
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ MIN_SECRET = (
     6  # a configured secret shorter than this is masked by pattern only (masking "abc" everywhere helps nobody)
 )
 MASK = "***"
+# A record's message and exception text are cut to these sizes (no log line of megabytes, whoever logged it).
+MAX_MESSAGE = 4000
+MAX_EXCEPTION = 12000
 NOISY = ("apscheduler", "httpx", "botocore", "alembic.runtime.plugins")  # INFO on every run, request or plugin
 
 
@@ -37,6 +41,17 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     return text
 
 
+def bounded(text: str, limit: int, *, keep_end: bool = False) -> str:
+    """The text, or its start (and with keep_end its end too) with how much was left out between."""
+    if len(text) <= limit:
+        return text
+    marker = f" … [{len(text) - limit:,} characters left out] … "
+    if not keep_end:
+        return text[:limit] + marker
+    half = limit // 2
+    return text[:half] + marker + text[-half:]
+
+
 class RedactSecrets(logging.Filter):
     """Masks secrets in a record's message, exception and stack text (on a handler: every record it gets)."""
 
@@ -46,11 +61,12 @@ class RedactSecrets(logging.Filter):
         self._formatter = logging.Formatter()
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.msg, record.args = redact(record.getMessage(), self._secrets), None
+        # Masked before cut: a secret cut in two at the edge would no longer be recognised.
+        record.msg, record.args = bounded(redact(record.getMessage(), self._secrets), MAX_MESSAGE), None
         if record.exc_info and not record.exc_text:
             record.exc_text = self._formatter.formatException(record.exc_info)
-        if record.exc_text:
-            record.exc_text = redact(record.exc_text, self._secrets)
+        if record.exc_text:  # the end kept too: the error's own line is the traceback's last
+            record.exc_text = bounded(redact(record.exc_text, self._secrets), MAX_EXCEPTION, keep_end=True)
         if record.stack_info:
             record.stack_info = redact(record.stack_info, self._secrets)
         return True

@@ -124,3 +124,22 @@ def test_configuring_again_replaces_only_its_own_handler(
     monkeypatch.setattr("sys.stderr", swapped)
     logging.getLogger("pitcrew.test").warning("to the current stderr")
     assert json.loads(swapped.getvalue())["message"] == "to the current stderr"
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_a_huge_message_or_exception_makes_a_bounded_record(captured: io.StringIO, log_format: str) -> None:
+    """Whatever a library puts in a message or an exception (SQLAlchemy's carries the whole statement and its
+    parameters: a failed 500-row INSERT once made megabytes per line), a record stays readable and bounded,
+    keeping the start of the message and the end of the traceback, where the error's own line is."""
+    configure_logging(settings(pitcrew_log_format=log_format), stream=captured)
+    log = logging.getLogger("sqlalchemy.engine")
+    log.error("statement: %s", "INSERT INTO audit_log VALUES " + "(…), " * 100_000)
+    try:
+        raise ValueError("refused: " + "x" * 1_000_000 + " END-OF-ERROR")
+    except ValueError:
+        log.exception("write failed")
+    written = captured.getvalue()
+    assert len(written) < 40_000, len(written)
+    assert "statement: INSERT INTO audit_log VALUES" in written and "write failed" in written
+    assert "characters left out" in written
+    assert "END-OF-ERROR" in written and "Traceback (most recent call last):" in written
