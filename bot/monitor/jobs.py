@@ -22,7 +22,7 @@ from bot.monitor.throughput import Anomaly, JobDetector, Sample, Thresholds
 from bot.slack import alerts, charts
 from bot.slack.blocks import when
 from storage import crud
-from storage.models import Episode, ThroughputSample
+from storage.models import Episode, Silence, ThroughputSample
 
 log = logging.getLogger(__name__)
 
@@ -206,7 +206,10 @@ class ThroughputMonitor:
             if row.message_ts and not row.silenced:
                 note = f":red_circle: It is now a {current.kind}: {message}"
                 await self._desk.post(row.channel_id, alerts.thread_note(note), thread_ts=row.message_ts)
-                reply = alerts.job_alert(row, org_name=self._desk.org_name(org_id), tz=self._desk.tz, now=now)
+                silence = await self._silence(org_id, cluster, now)  # the edit keeps saying it, and its button
+                reply = alerts.job_alert(
+                    row, org_name=self._desk.org_name(org_id), tz=self._desk.tz, now=now, silence=silence
+                )
                 await self._desk.edit(row.channel_id, row.message_ts, reply)
             return 1
         await self._open(org_id, cluster, job, current, detector, rows, now)
@@ -267,10 +270,7 @@ class ThroughputMonitor:
         )
         if row is None or not row.channel_id:
             return  # another replica opened it, and posts it
-        async with self._desk.db.session() as session:
-            silence = await crud.active_silence(
-                session, org_id=org_id, backend=BACKEND, cluster_name=cluster, now=now, also=NODE_BACKENDS
-            )
+        silence = await self._silence(org_id, cluster, now)
         if silence is not None:  # held back, no message nor coordination line: listed in the silence's thread
             await self._desk.update(row, {"silenced": True, "message_ts": silence.thread_ts})
             line = alerts.held_back_line(f"job `{job}` {anomaly.kind}", message, at=now, tz=self._desk.tz)
@@ -279,6 +279,13 @@ class ThroughputMonitor:
         ts = await self._post_alert(row, now)
         if ts:
             await self._chart(row, now, thread_ts=ts, anomaly=anomaly)
+
+    async def _silence(self, org_id: str, cluster: str, now: datetime) -> Silence | None:
+        """The silence holding back this cluster's alerts: set on a job alert or a node alert of it."""
+        async with self._desk.db.session() as session:
+            return await crud.active_silence(
+                session, org_id=org_id, backend=BACKEND, cluster_name=cluster, now=now, also=NODE_BACKENDS
+            )
 
     async def _post_alert(self, row: Episode, now: datetime) -> str | None:
         reply = alerts.job_alert(row, org_name=self._desk.org_name(row.org_id), tz=self._desk.tz, now=now)
@@ -308,11 +315,13 @@ class ThroughputMonitor:
             return
         figures = self._figures(detector, None, unit_of(rows))
         text = f":large_green_circle: Recovered: {note}. {figures}".strip()
+        silence = await self._silence(row.org_id, row.cluster_name, now)
+        org_name = self._desk.org_name(row.org_id)
         await self._desk.follow_up(
             row,
             alerts.thread_note(text),
             thread_channel=row.channel_id,
-            message=alerts.job_alert(row, org_name=self._desk.org_name(row.org_id), tz=self._desk.tz, now=now),
+            message=alerts.job_alert(row, org_name=org_name, tz=self._desk.tz, now=now, silence=silence),
             line=alerts.job_coordination_line(row, channel=row.channel_id, now=now),
         )
         if row.message_ts and ended:  # the whole anomaly, start to end, zoomed in when it was short

@@ -382,3 +382,29 @@ async def test_a_silence_holds_a_cluster_alert_and_unsilence_refuses_a_stranger_
             break
         await asyncio.sleep(0.1)
     assert await unsilences() == expected
+
+
+async def test_a_silenced_job_alert_that_turns_into_a_stall_still_shows_its_silence(world: Sandbox) -> None:
+    """Review finding: the edit for "slowdown, now a stall" re-rendered the job alert without the cluster's
+    silence: its footer lost "silenced until" and the Unsilence button turned back into Silence buttons."""
+    services = world.pitcrew.services
+    token = await create_token(services.db, org_id="kumo-labs", created_by="test")
+    now = datetime.now(UTC)
+    slow = [(now - timedelta(minutes=12) + timedelta(seconds=30 * i), RATE * 0.4) for i in range(24)]
+    await post(world, token, history(now - timedelta(minutes=12), tail=slow))
+    await services.throughput.check()
+    await services.drain()
+    (alert,) = [m for m in world.slack.channel_messages(KUMO) if "Training slowed down" in m.text and not m.thread_ts]
+    await world.slack.click(user_id=ALICE, message=alert, action_id="alert_silence_1")
+    await world.slack.wait_for(
+        lambda m: m.ts == alert.ts and "alert_unsilence" in str(m.blocks), timeout=CLUSTER_ALERT_WAIT
+    )
+
+    desk = services.throughput._desk
+    desk.clock = lambda: datetime.now(UTC) + timedelta(minutes=11)  # no sample since: a hang now
+    await services.throughput.check()
+    await services.drain()
+    edited = now_of(world, alert)
+    assert "Now a stall" in body(edited)
+    assert "cluster silenced until" in body(edited) and "alert_unsilence" in str(edited.blocks)
+    assert "alert_silence_1" not in str(edited.blocks)
