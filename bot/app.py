@@ -199,7 +199,9 @@ def build_app(
             # for an interaction and drops it.
             bolt_request = AsyncBoltRequest(body="", query=request.url.query, headers=dict(request.headers))
             bolt_request.raw_body, bolt_request.body = checked.text, checked.body
-            bolt_request.context = build_async_context(AsyncBoltContext({}), checked.body)
+            # Services from the start, before Bolt's own middleware: when its auth.test cannot reach Slack, the
+            # error handler still audits the command and answers through its response URL.
+            bolt_request.context = build_async_context(AsyncBoltContext({"services": services}), checked.body)
             response = to_starlette_response(await bolt.async_dispatch(bolt_request))
         except Exception:  # the error handler covers listeners and middleware; this covers Bolt itself
             log.exception("dispatching a Slack request failed")

@@ -127,7 +127,8 @@ async def _audit_and_tell(
         user_id=_user(body),
         channel_id=str(context.get("channel_id") or "")[:24],
         command=name,
-        text=f"{what} {name}",
+        # A command is recorded by what was typed, as answer_command records it; a click or form by its name.
+        text=body["text"] if what == "command" and isinstance(body.get("text"), str) else f"{what} {name}",
         outcome=outcome,
         detail=detail,
     )

@@ -143,9 +143,8 @@ async def run_sandbox(
             settings = Settings(
                 slack_bot_token=BOT_TOKEN,
                 slack_signing_secret=SIGNING_SECRET,
-                slack_api_url=slack.api_url,
                 database_url=database_url,
-                **{"pitcrew_monitor": monitor, **(settings_overrides or {})},
+                **{"slack_api_url": slack.api_url, "pitcrew_monitor": monitor, **(settings_overrides or {})},
             )
             client = build_slack_client(settings)
             services = build_services(settings=settings, program=program, client=client, accounts=accounts)
