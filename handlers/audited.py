@@ -76,6 +76,24 @@ def audited(listener: Listener) -> Listener:
     return with_audit
 
 
+def reported(listener: Listener) -> Listener:
+    """`listener`, whose failure after its ack is reported here, not left to Bolt (see the module docstring).
+    For the slash commands, which audit themselves."""
+
+    # Bolt passes arguments by the names `inspect.signature` finds, which follows @wraps to the slash-command
+    # listeners' own: (ack, command, context, logger).
+    @wraps(listener)
+    async def with_report(ack: AsyncAck, command: dict[str, Any], context: dict[str, Any], logger: Logger) -> None:
+        try:
+            await listener(ack, command, context, logger)
+        except Exception as error:
+            if ack.response is None:
+                raise
+            await report_failure(error, command, context, logger)
+
+    return with_report
+
+
 async def _run(
     listener: Listener, ack: AsyncAck, body: dict[str, Any], context: dict[str, Any], logger: Logger
 ) -> bool:

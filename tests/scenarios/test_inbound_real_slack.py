@@ -568,3 +568,29 @@ async def test_socket_mode_clicks_without_a_response_url_are_answered_at_once(
     assert time.monotonic() - started < 1.5, "answered only after Bolt's 3 s ack timeout"
     assert response.status < 500
     assert "internal error" not in str(response.body).lower()
+
+
+@pytest.mark.parametrize("name", ["/cluster", "/track", "/digest"])
+async def test_socket_mode_commands_are_answered(sandbox: Sandbox, name: str) -> None:
+    before = len(sandbox.slack.messages)
+    form = sandbox.slack.slash_command_form(user_id=ADMIN, channel_id="C0PROGRAM", command=name, text="help")
+    response = await sandbox.pitcrew.bolt.async_dispatch(AsyncBoltRequest(body=form, mode="socket_mode"))
+    assert response.status == 200
+    reply = await sandbox.slack.wait_for(lambda m: sandbox.slack.messages.index(m) >= before)
+    assert "could not handle" not in reply.text and "internal error" not in reply.text.lower()
+    assert [(command, outcome) for command, outcome in await audited(sandbox)] != []
+    assert all(outcome != "failed" for _, outcome in await audited(sandbox))
+
+
+@pytest.mark.parametrize("name", ["/cluster", "/track", "/digest"])
+@pytest.mark.parametrize("change", [{"response_url": None}, {"response_url": 5}, {"text": 5}, {"user_id": 5}])
+async def test_socket_mode_commands_not_shaped_as_slack_sends_them_are_answered_at_once_and_audited(
+    sandbox: Sandbox, name: str, change: dict[str, Any]
+) -> None:
+    form = sandbox.slack.slash_command_form(user_id=ADMIN, channel_id="C0PROGRAM", command=name, text="help")
+    body = {k: v for k, v in {**form, **change}.items() if v is not None}
+    started = time.monotonic()
+    response = await sandbox.pitcrew.bolt.async_dispatch(AsyncBoltRequest(body=body, mode="socket_mode"))
+    assert time.monotonic() - started < 1.5, "answered only after Bolt's 3 s ack timeout"
+    assert response.status < 500
+    assert [command for command, _ in await audited(sandbox)] == [name]
