@@ -490,11 +490,27 @@ class NodeMonitor:
         await self.refresh(row)
         return None
 
-    async def silence(self, row: Episode, *, user_id: str, hours: int) -> datetime:
+    async def silence(self, row: Episode, *, user_id: str, hours: int) -> tuple[datetime, str | None]:
         """Hold back new alert messages for the cluster (node, cluster and throughput alerts alike); what they
-        would have said goes to this alert's thread, one line each."""
+        would have said goes to this alert's thread, one line each. Returns until when, and why nothing
+        changed (None when silenced now): a cluster silenced already gets no second silence, or Unsilence
+        of one would leave the other holding alerts back."""
         now = self._clock()
         until = now + timedelta(hours=hours)
+        async with self._db.session() as session:
+            current = await crud.active_silence(
+                session,
+                org_id=row.org_id,
+                backend=row.backend,
+                cluster_name=row.cluster_name,
+                now=now,
+                also=tuple(sorted((CLUSTER_BACKENDS | {THROUGHPUT_BACKEND}) - {row.backend})),
+            )
+        if current is not None:
+            return current.until, (
+                f"`{row.org_id}/{row.cluster_name}` is already silenced until {when(current.until, self._tz)} "
+                f"by <@{current.set_by}>; nothing changed. Unsilence in that alert's thread ends it."
+            )
         async with self._db.session() as session:
             silence = await crud.add_silence(
                 session,
@@ -517,7 +533,7 @@ class NodeMonitor:
                 async with self._db.session() as session:
                     await crud.update_silence(session, silence_id=silence.id or 0, values={"message_ts": ts})
         await self.refresh(row)
-        return until
+        return until, None
 
     async def get_silence(self, silence_id: str) -> Silence | None:
         """The silence an Unsilence button names; None for a value that is not one."""

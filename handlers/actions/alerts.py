@@ -99,10 +99,10 @@ async def silence_callback(ack: AsyncAck, body: dict[str, Any], context: dict[st
     hours = int(match[1]) if match else 1
 
     async def silence(services: Services, row: Episode) -> blocks.Reply | None:
-        until = await services.monitor.silence(row, user_id=body["user"]["id"], hours=hours)
-        detail = f"{hours} h, until {until:%Y-%m-%d %H:%M} UTC"
+        until, why_not = await services.monitor.silence(row, user_id=body["user"]["id"], hours=hours)
+        detail = why_not or f"{hours} h, until {until:%Y-%m-%d %H:%M} UTC"
         _audit(services, body, row, command="alert_silence", outcome=Outcome.DONE, detail=detail)
-        return None  # the alert's thread says it
+        return blocks.problem(why_not) if why_not else None  # done: the alert's thread says it
 
     await _act(body, context, logger, command="alert_silence", act=silence)
 

@@ -408,3 +408,32 @@ async def test_a_silenced_job_alert_that_turns_into_a_stall_still_shows_its_sile
     assert "Now a stall" in body(edited)
     assert "cluster silenced until" in body(edited) and "alert_unsilence" in str(edited.blocks)
     assert "alert_silence_1" not in str(edited.blocks)
+
+
+async def test_silence_pressed_again_on_a_stale_alert_adds_no_second_silence_so_unsilence_ends_it(
+    world: Sandbox, seeded_aws: SeededAws
+) -> None:
+    """Review finding: a second Silence press (a copy of the alert not yet re-rendered, or two people at once)
+    stored a second silence; Unsilence ended one, said "new alerts post again", and the other still held them."""
+    node = running_workers(seeded_aws)[0]
+    set_hyperpod_node_status(ACCOUNT, REGION, TRAIN, node, "Failure", XID)
+    await sweep(world)
+    (alert,) = alerts_about(world, node)
+    stale = copy.deepcopy(alert)  # as another window still shows it, Silence buttons and all
+    await world.slack.click(user_id=ALICE, message=alert, action_id="alert_silence_1")
+    silence_message = await world.slack.wait_for(
+        lambda m: m.thread_ts == alert.ts and "Silenced until" in m.text, timeout=CLUSTER_ALERT_WAIT
+    )
+    await world.slack.click(user_id=ADMIN, message=stale, action_id="alert_silence_24")
+    again = await world.slack.wait_for(lambda m: m.ephemeral_to == ADMIN, timeout=CLUSTER_ALERT_WAIT)
+    assert "already silenced" in again.text and "<@U0ALICE01>" in again.text and "nothing changed" in again.text
+    assert len([m for m in thread(world, alert) if "Silenced until" in m.text]) == 1
+
+    await world.slack.click(user_id=ALICE, message=silence_message, action_id="alert_unsilence")
+    await world.slack.wait_for(
+        lambda m: m.thread_ts == alert.ts and "ended the silence" in m.text, timeout=CLUSTER_ALERT_WAIT
+    )
+    other = running_workers(seeded_aws)[0]
+    set_hyperpod_node_status(ACCOUNT, REGION, TRAIN, other, "Failure", XID)
+    await sweep(world)
+    assert len(alerts_about(world, other)) == 1, "after Unsilence, nothing holds new alerts back"
