@@ -131,7 +131,10 @@ class ThroughputMonitor:
                 async with self._desk.db.session() as session:
                     if not await crud.claim_unposted(session, episode_id=row.id or 0):
                         continue
-                if await self._post_alert(row, now) is None:
+                silence = await self._silence(row.org_id, row.cluster_name, now)
+                if silence is not None:  # silenced since it failed to post: held back like a new one
+                    await self._hold(row, silence, now)
+                elif await self._post_alert(row, now) is None:
                     await self._desk.update(row, {"message_ts": None})
         changed = 0
         for org_id, cluster, job in sorted(jobs | set(by_job)):
@@ -271,14 +274,18 @@ class ThroughputMonitor:
         if row is None or not row.channel_id:
             return  # another replica opened it, and posts it
         silence = await self._silence(org_id, cluster, now)
-        if silence is not None:  # held back, no message nor coordination line: listed in the silence's thread
-            await self._desk.update(row, {"silenced": True, "message_ts": silence.thread_ts})
-            line = alerts.held_back_line(f"job `{job}` {anomaly.kind}", message, at=now, tz=self._desk.tz)
-            await self._desk.post(silence.channel_id, line, thread_ts=silence.thread_ts)
+        if silence is not None:
+            await self._hold(row, silence, now)
             return
         ts = await self._post_alert(row, now)
         if ts:
             await self._chart(row, now, thread_ts=ts, anomaly=anomaly)
+
+    async def _hold(self, row: Episode, silence: Silence, now: datetime) -> None:
+        """Held back by a silence: no message nor coordination line, one line in the silence's thread."""
+        await self._desk.update(row, {"silenced": True, "message_ts": silence.thread_ts})
+        line = alerts.held_back_line(f"job `{row.node_key}` {row.status}", row.message, at=now, tz=self._desk.tz)
+        await self._desk.post(silence.channel_id, line, thread_ts=silence.thread_ts)
 
     async def _silence(self, org_id: str, cluster: str, now: datetime) -> Silence | None:
         """The silence holding back this cluster's alerts: set on a job alert or a node alert of it."""

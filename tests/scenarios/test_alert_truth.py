@@ -437,3 +437,34 @@ async def test_silence_pressed_again_on_a_stale_alert_adds_no_second_silence_so_
     set_hyperpod_node_status(ACCOUNT, REGION, TRAIN, other, "Failure", XID)
     await sweep(world)
     assert len(alerts_about(world, other)) == 1, "after Unsilence, nothing holds new alerts back"
+
+
+async def test_a_job_alert_slack_refused_and_silenced_meanwhile_is_held_back_when_retried(
+    world: Sandbox, seeded_aws: SeededAws
+) -> None:
+    """Review finding: a job alert whose first post Slack refused was posted by the retry even when its cluster
+    had been silenced meanwhile (node alerts checked; job alerts did not)."""
+    services = world.pitcrew.services
+    token = await create_token(services.db, org_id="kumo-labs", created_by="test")
+    await post(world, token, history(datetime.now(UTC) - timedelta(minutes=15)))  # silent for 15 minutes
+    world.slack.fail_next("chat.postMessage", status=500, count=1)
+    await services.throughput.check()
+    await services.drain()
+    assert not [m for m in world.slack.channel_messages(KUMO) if "Training stalled" in m.text], "Slack refused it"
+
+    node = running_workers(seeded_aws)[0]
+    set_hyperpod_node_status(ACCOUNT, REGION, TRAIN, node, "Failure", XID)
+    await sweep(world)
+    (alert,) = alerts_about(world, node)
+    await world.slack.click(user_id=ALICE, message=alert, action_id="alert_silence_1")
+    await world.slack.wait_for(
+        lambda m: m.thread_ts == alert.ts and "Silenced until" in m.text, timeout=CLUSTER_ALERT_WAIT
+    )
+
+    desk = services.throughput._desk
+    desk.clock = lambda: datetime.now(UTC) + timedelta(minutes=3)  # past the grace for an unposted alert
+    await services.throughput.check()
+    await services.drain()
+    assert not [m for m in world.slack.channel_messages(KUMO) if "Training stalled" in m.text and not m.thread_ts]
+    (held,) = [m for m in thread(world, alert) if "Held back" in m.text]
+    assert JOB in held.text and "stall" in held.text
