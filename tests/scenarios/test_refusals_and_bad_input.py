@@ -12,6 +12,7 @@ from bot.sandbox.world import SIGNING_SECRET, Sandbox
 from storage import crud
 from tests.conftest import SeededAws
 from tests.scenarios.conftest import ADMIN, COORDINATION, ask, body
+from tests.waiting import wait_for
 
 BOB = "U0BOB0001"  # viewer of kumo-labs
 KUMO_CHANNEL, SAKURA_CHANNEL = "C0KUMOLAB", "C0SAKURA1"
@@ -145,8 +146,13 @@ async def test_an_internal_error_is_one_plain_message_not_a_trace(sandbox: Sandb
     monkeypatch.setattr(sandbox.pitcrew.services.fleet, "find", broken)
     reply = await ask(sandbox, user=ADMIN, channel=COORDINATION, text="status kumo-p5-train")
     assert "internal error" in body(reply) and "secret" not in body(reply) and "Traceback" not in body(reply)
-    async with sandbox.pitcrew.services.db.session() as session:
-        entries = await crud.audit_entries(session)
+
+    async def audited() -> list[Any] | None:  # the row is recorded just after the reply is sent
+        await sandbox.pitcrew.services.drain()
+        async with sandbox.pitcrew.services.db.session() as session:
+            return list(await crud.audit_entries(session)) or None
+
+    entries = await wait_for(audited, what="the command's audit row")
     assert [(e.text, e.outcome) for e in entries] == [("status kumo-p5-train", "failed")]
 
 
