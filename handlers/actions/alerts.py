@@ -19,9 +19,9 @@ from bot.clusters.model import Backend
 from bot.clusters.progress import Kind
 from bot.services import Services
 from bot.slack import blocks
+from handlers.errors import report_failure
 from storage.models import Episode, Outcome, Silence
 
-INTERNAL_ERROR = "Pitcrew hit an internal error handling that click. It is logged; nothing was changed twice."
 UNKNOWN = "This alert is not known (any more)."
 SILENCE_HOURS = re.compile(r"alert_silence_(\d{1,2})")
 
@@ -75,9 +75,9 @@ async def _act(
         row, reply = await _episode_for(services, body, command=command)
         if row is not None:
             reply = await act(services, row)
-    except Exception:
-        logger.exception("%s on an alert failed", command)
-        reply = blocks.problem(INTERNAL_ERROR)
+    except Exception as error:  # nothing here expected it: one boundary logs it, audits it failed, tells the clicker
+        await report_failure(error, body, context, logger)
+        return
     if reply is not None:
         await services.poster.respond(body["response_url"], reply)
 
@@ -128,9 +128,9 @@ async def unsilence_callback(ack: AsyncAck, body: dict[str, Any], context: dict[
                 why_not = await services.monitor.unsilence(silence, user_id=user_id)
                 _audit_silence(services, body, silence, outcome=Outcome.DONE, detail=why_not or "ended early")
                 reply = blocks.problem(why_not) if why_not else None  # done: the thread and the alert say it
-    except Exception:
-        logger.exception("alert_unsilence failed")
-        reply = blocks.problem(INTERNAL_ERROR)
+    except Exception as error:  # nothing here expected it: one boundary logs it, audits it failed, tells the clicker
+        await report_failure(error, body, context, logger)
+        return
     if reply is not None:
         await services.poster.respond(body["response_url"], reply)
 

@@ -14,9 +14,8 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from bot.services import Services
 from bot.slack import blocks
 from bot.slack.blocks import DELETE_OPEN_ACTION
+from handlers.errors import report_failure
 from storage.models import OperationStatus, Outcome
-
-INTERNAL_ERROR = "Pitcrew hit an internal error handling that click. It is logged; nothing was started twice."
 
 
 def _operation_id(body: dict[str, Any]) -> str:
@@ -31,9 +30,9 @@ async def _decide(body: dict[str, Any], context: dict[str, Any], logger: Logger,
     try:
         decide = operations.confirm if confirm else operations.cancel
         reply, replaces = await decide(operation_id, user_id=user_id)
-    except Exception:
-        logger.exception("deciding on operation %s failed", operation_id)
-        reply, replaces = blocks.problem(INTERNAL_ERROR), False
+    except Exception as error:  # nothing here expected it: one boundary logs it, audits it failed, tells the clicker
+        await report_failure(error, body, context, logger)
+        return
     # A decision replaces the plan (its buttons go away); a refusal goes to the clicker alone.
     await services.poster.respond(body["response_url"], reply, replace_original=replaces)
 
@@ -79,7 +78,7 @@ async def open_delete_callback(ack: AsyncAck, body: dict[str, Any], context: dic
             except Exception:  # an expired or missing trigger (Slack gives it 3 s): say so, not "internal error"
                 logger.warning("opening the delete modal of %s failed", operation_id, exc_info=True)
                 reply = blocks.problem("Slack did not open the form in time; press Delete… again.")
-    except Exception:
-        logger.exception("opening the delete modal of %s failed", operation_id)
-        reply = blocks.problem(INTERNAL_ERROR)
+    except Exception as error:  # nothing here expected it: one boundary logs it, audits it failed, tells the clicker
+        await report_failure(error, body, context, logger)
+        return
     await services.poster.respond(body["response_url"], reply)

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from bot.sandbox.world import SIGNING_SECRET, Sandbox
+from bot.slack.blocks import CANCEL_ACTION
 from storage import crud
 from tests.conftest import SeededAws
 from tests.scenarios.conftest import ADMIN, COORDINATION, ask, body
@@ -154,6 +155,32 @@ async def test_an_internal_error_is_one_plain_message_not_a_trace(sandbox: Sandb
 
     entries = await wait_for(audited, what="the command's audit row")
     assert [(e.text, e.outcome) for e in entries] == [("status kumo-p5-train", "failed")]
+
+
+async def test_a_click_that_fails_unexpectedly_is_audited_failed_and_told_plainly(
+    sandbox: Sandbox, monkeypatch: Any
+) -> None:
+    """A listener's unexpected failure goes to the one error boundary: audited as failed (it was recorded as
+    "answered; nothing changed"), and the clicker gets one plain message, never a trace or "internal error"."""
+
+    async def broken(*_: Any, **__: Any) -> None:
+        raise RuntimeError("a bug in Pitcrew, with a secret in its message")
+
+    alice = "U0ALICE01"
+    plan = await ask(sandbox, user=alice, channel=KUMO_CHANNEL, text="scale kumo-p5-train worker-group-1 34")
+    monkeypatch.setattr(sandbox.pitcrew.services.operations, "cancel", broken)
+    await sandbox.slack.click(user_id=alice, message=plan, action_id=CANCEL_ACTION)
+    told = await sandbox.slack.wait_for(lambda m: m.ephemeral_to == alice and "could not" in m.text, timeout=15)
+    assert "secret" not in body(told) and "internal error" not in body(told) and "Traceback" not in body(told)
+
+    async def failed_click() -> list[Any] | None:
+        await sandbox.pitcrew.services.drain()
+        async with sandbox.pitcrew.services.db.session() as session:
+            rows = [e for e in await crud.audit_entries(session) if e.command == CANCEL_ACTION]
+        return rows or None
+
+    (entry,) = await wait_for(failed_click, what="the failed click's audit row")
+    assert (entry.user_id, entry.outcome) == (alice, "failed")
 
 
 # ------------------------------------------------------------------ names that match nothing (issue 11)
