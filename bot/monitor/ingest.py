@@ -121,7 +121,9 @@ def _timestamp(value: Any, *, now: datetime, max_age: timedelta) -> tuple[dateti
             "(or leave ts out to use the time of receipt)"
         )
     try:
-        at = datetime.fromisoformat(value.strip())
+        text = value.strip()
+        # RFC 3339 allows a lowercase z (Go's and some loggers' output); Python's parser takes only Z.
+        at = datetime.fromisoformat(text[:-1] + "Z" if text.endswith("z") else text)
     except ValueError:
         return None, f'ts {value!r} is not an ISO-8601 time; write it like "2026-11-30T09:00:00Z"'
     if at.tzinfo is None or at.utcoffset() is None:

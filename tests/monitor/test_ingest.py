@@ -67,6 +67,14 @@ def test_ts_with_an_offset_is_stored_in_utc() -> None:
     assert row.ts == datetime(2026, 11, 30, 8, 59, 30, tzinfo=UTC) and row.ts.utcoffset() == timedelta(0)
 
 
+@pytest.mark.parametrize(
+    "written", ["2026-11-30T08:59:30Z", "2026-11-30T08:59:30z", "2026-11-30t08:59:30Z", "2026-11-30 08:59:30+00:00"]
+)
+def test_ts_in_any_rfc_3339_spelling_is_the_same_instant(written: str) -> None:
+    [row] = parse(one(ts=written))
+    assert row.ts == datetime(2026, 11, 30, 8, 59, 30, tzinfo=UTC)
+
+
 @pytest.mark.parametrize("event", ["start", "end"])
 def test_an_event_needs_no_value_but_may_have_one(event: str) -> None:
     [row] = parse(one(event=event, tokens_per_second=...))
