@@ -1,13 +1,16 @@
 """The embedded AWS of the sandbox and the tests: a moto server, plus every moto gap Pitcrew fills.
 
-moto 5.2.5 is close enough to SageMaker HyperPod and EC2 for Pitcrew, but not quite; each patch below
-names the gap it fills (see /work/shared/reference/aws.md section 5). The patches change moto's classes
-in this process, and `ThreadedMotoServer` serves from this process too: its werkzeug app dispatches
-every request to `SageMakerResponse.dispatch`, which builds a fresh response object and looks the action
-method up by name on the class (so a method added to the class is a new operation), and the backends it
-calls are the module-level `sagemaker_backends` / `ec2_backends`. So patching the classes before (or even
-after) the server starts changes what clients see, and the state helpers here (`set_hyperpod_node_status`,
-...) act on the same objects the server uses.
+moto 5.2.5 is close enough to SageMaker HyperPod and EC2 for Pitcrew, but not quite; each patch below names the
+gap it fills. In short (read from moto's source and by running it): of HyperPod, moto implements only create,
+describe, list and delete of clusters and nodes (PR getmoto/moto#7765); `update_cluster` and the
+`batch_*_cluster_nodes` calls answer 500; node ids are `<group>-<i>`, not `i-…`; `list_cluster_nodes` repeats
+its NextToken past 100 nodes; per-group Status, Orchestrator and NodeRecovery are not returned. The patches
+change moto's classes in this process, and `ThreadedMotoServer` serves from this process too: its werkzeug app
+dispatches every request to `SageMakerResponse.dispatch`, which builds a fresh response object and looks the
+action method up by name on the class (so a method added to the class is a new operation), and the backends it
+calls are the module-level `sagemaker_backends` / `ec2_backends`. So patching the classes before (or even after)
+the server starts changes what clients see, and the state helpers here (`set_hyperpod_node_status`, ...) act on
+the same objects the server uses.
 
 HyperPod work takes time in AWS and Pitcrew's progress messages poll for it, so the HyperPod operations
 moto lacks (UpdateCluster, Batch{Reboot,Replace,Delete}ClusterNodes), and optionally CreateCluster and
