@@ -444,6 +444,8 @@ def aws_clusters(seeded_aws: SeededAws, db: Database, **kwargs: Any) -> tuple[Kn
     accounts = AwsAccounts()
     accounts.observe_calls(lambda *, service, operation, error_code=None: calls.append(f"{service}.{operation}"))
     program = seeded_aws.program.with_aws(lambda _: {"parallelcluster_api": None})
+    # A loaded machine (the end of a full run) can take moto past the 3 s default; only the test of that case sets it.
+    kwargs.setdefault("aws_timeout", 30.0)
     return KnownClusters(db=db, fleet=Fleet(program=program, accounts=accounts), **kwargs), calls
 
 
