@@ -21,7 +21,7 @@ run: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check bot handlers storage tests bench
+	$(BIN)/ruff format --check bot handlers storage sandbox tests bench
 	$(BIN)/mypy
 
 test: lint

@@ -31,10 +31,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot.config import load_program
-from bot.sandbox.moto_support import start_moto_server
-from bot.sandbox.seed import seed_program
-from bot.sandbox.slack_workspace import Message
-from bot.sandbox.world import EXAMPLE_PROGRAM, Sandbox, aws_environment, run_sandbox
+from sandbox.moto_support import start_moto_server
+from sandbox.seed import seed_program
+from sandbox.slack_workspace import Message
+from sandbox.world import EXAMPLE_PROGRAM, Sandbox, aws_environment, run_sandbox
 
 ALICE, KUMO = "U0ALICE01", "C0KUMOLAB"
 
@@ -123,7 +123,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=30)
     args = parser.parse_args()
     print(f"{platform.node()} · {platform.machine()} · {os.cpu_count()} cpus · Python {platform.python_version()}")
-    from bot.sandbox.moto_support import set_hyperpod_progress
+    from sandbox.moto_support import set_hyperpod_progress
 
     server, endpoint = start_moto_server()
     try:

@@ -12,7 +12,7 @@ throughput query, then for each (org, cluster, job) every raw rollup row of both
 `storage.crud.rollups`, hourly means and medians taken in Python; then the same compute and rendering. It is
 given the list of jobs for free (no query to find them). Both must produce the same medians (checked).
 
-Workloads, generated with `bot.sandbox.history.generate_history` (seeded): 12 orgs x 26 weeks and 100 orgs x
+Workloads, generated with `sandbox.history.generate_history` (seeded): 12 orgs x 26 weeks and 100 orgs x
 52 weeks. Each org has 3 clusters (HyperPod p5.48xlarge, ParallelCluster p5.48xlarge, HyperPod
 trn1.32xlarge, each with its head or controller node) and 2 jobs per cluster: 600 jobs at 100 orgs. The digest
 week is the last full week before the posting time (Monday 09:00, Asia/Tokyo).
@@ -79,7 +79,7 @@ from bot.digest.facts import JobRate, ProgramDigest, Week
 from bot.digest.gather import gather, gather_week
 from bot.digest.weekly import org_chart, program_chart
 from bot.digest.weeks import digest_week, previous_week
-from bot.sandbox.history import ClusterPlan, History, OrgPlan, generate_history, store_history
+from sandbox.history import ClusterPlan, History, OrgPlan, generate_history, store_history
 from storage import crud
 from storage.db import Database
 

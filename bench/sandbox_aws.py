@@ -21,11 +21,11 @@ from starlette.routing import Mount, Route
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot.config import load_program
-from bot.sandbox.asgi_server import serve_asgi
-from bot.sandbox.moto_support import start_moto_server
-from bot.sandbox.pcluster_api import ParallelClusterApi
-from bot.sandbox.seed import seed_program
-from bot.sandbox.world import EXAMPLE_PROGRAM, aws_environment, sandbox_program
+from sandbox.asgi_server import serve_asgi
+from sandbox.moto_support import start_moto_server
+from sandbox.pcluster_api import ParallelClusterApi
+from sandbox.seed import seed_program
+from sandbox.world import EXAMPLE_PROGRAM, aws_environment, sandbox_program
 
 
 async def serve(port: int, program_out: Path, endpoint: str) -> None:

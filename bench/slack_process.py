@@ -15,8 +15,8 @@ import uvicorn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot.config import load_program
-from bot.sandbox.slack_workspace import LocalSlack
-from bot.sandbox.world import BOT_TOKEN, SIGNING_SECRET, workspace_people
+from sandbox.slack_workspace import LocalSlack
+from sandbox.world import BOT_TOKEN, SIGNING_SECRET, workspace_people
 
 
 def main() -> None:

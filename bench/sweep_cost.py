@@ -58,9 +58,9 @@ from bot.clusters.fleet import Fleet
 from bot.clusters.hyperpod import ORG_TAG, HyperPodBackend
 from bot.clusters.model import Backend, Cluster
 from bot.config import ProgramConfig, Settings, load_program
-from bot.sandbox.moto_support import reset_moto_server, start_moto_server
-from bot.sandbox.seed import seed_program
-from bot.sandbox.world import EXAMPLE_PROGRAM, aws_environment
+from sandbox.moto_support import reset_moto_server, start_moto_server
+from sandbox.seed import seed_program
+from sandbox.world import EXAMPLE_PROGRAM, aws_environment
 
 BIG_REGION = "us-east-1"
 BIG_ORG = "bench-org"

@@ -35,17 +35,17 @@ from bot.digest.ledger import UsageLedger
 from bot.digest.records import RecordBook
 from bot.digest.weekly import WeeklyDigest
 from bot.inbound import Refused, read_slack_request
-from bot.ingest_api import ingest_routes
+from bot.ingest.api import ingest_routes
+from bot.ingest.known_clusters import KnownClusters
 from bot.metrics import Metrics
 from bot.monitor.cloudwatch import CloudWatchPull
 from bot.monitor.desk import AlertDesk
 from bot.monitor.events import EventQueue
 from bot.monitor.jobs import ThroughputMonitor
-from bot.monitor.known_clusters import KnownClusters
 from bot.monitor.lease import LeaderLease, default_holder
 from bot.monitor.nodes import NodeMonitor
-from bot.monitor.runner import MonitorRunner
 from bot.operations import Operations
+from bot.scheduler import LeaderScheduler, Monitors
 from bot.services import Services
 from bot.slack.poster import Poster
 from handlers import register_listeners
@@ -104,8 +104,8 @@ def build_services(
     digest = WeeklyDigest(db=db, poster=poster, program=program, holder=holder)
     monitor = NodeMonitor(desk=desk, fleet=fleet, ledger=ledger, metrics=metrics)
     throughput = ThroughputMonitor(desk=desk, keep_raw=timedelta(days=settings.pitcrew_throughput_raw_days))
-    runner, lease = None, None
-    if settings.pitcrew_monitor:
+    scheduler, lease = None, None
+    if settings.pitcrew_monitor or settings.pitcrew_digest:
         lease = LeaderLease(db=db, name="monitor", holder=holder)
         queue_url = program.monitor.event_queue_url
         queue = (
@@ -113,16 +113,19 @@ def build_services(
             if queue_url
             else None
         )
-        runner = MonitorRunner(
-            monitor=monitor,
+        monitors = Monitors(
+            nodes=monitor,
             throughput=throughput,
             cloudwatch=CloudWatchPull(db=db, accounts=accounts, program=program),
+            queue=queue,
+        )
+        scheduler = LeaderScheduler(
+            monitors=monitors if settings.pitcrew_monitor else None,
             lease=lease,
             sweep_seconds=program.monitor.node_sweep_seconds,
             throughput_seconds=settings.pitcrew_throughput_check_seconds,
             tz=ZoneInfo(program.timezone),
-            queue=queue,
-            digest=digest,
+            digest=digest if settings.pitcrew_digest else None,
         )
     metrics.watch(audit=audit, lease=lease)
     return Services(
@@ -147,7 +150,7 @@ def build_services(
         throughput=throughput,
         digest=digest,
         records=RecordBook(db=db, program=program),
-        runner=runner,
+        scheduler=scheduler,
         metrics=metrics,
     )
 
@@ -249,8 +252,8 @@ async def start(services: Services) -> None:
     await services.metrics.read_migrations(services.db)
     await services.sync_orgs()
     services.spawn(services.fleet.warm())
-    if services.runner is not None:
-        await services.runner.start()
+    if services.scheduler is not None:
+        await services.scheduler.start()
     resumed = await services.operations.resume()
     if resumed:
         log.info("watching %d operation(s) that were running when the bot last stopped", resumed)
@@ -263,8 +266,8 @@ async def start(services: Services) -> None:
 
 
 async def stop(services: Services) -> None:
-    if services.runner is not None:
-        await services.runner.stop()
+    if services.scheduler is not None:
+        await services.scheduler.stop()
     await services.operations.close()
     await services.drain()
     await services.audit.close()

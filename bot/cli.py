@@ -6,12 +6,14 @@ import argparse
 import asyncio
 import errno
 import getpass
+import importlib.util
 import json
 import logging
 import socket as net  # `socket` is the Socket Mode command below
 import sys
 from pathlib import Path
 
+from bot import resources
 from bot.clusters.templates import TemplateError, TemplateSet, load_templates
 from bot.config import ProgramConfig, ProgramFileError, Settings, load_program, summary
 from bot.logs import configure_logging
@@ -36,6 +38,12 @@ def _templates(settings: Settings) -> TemplateSet:
         for problem in error.problems:
             print(f"  {problem}", file=sys.stderr)
         raise SystemExit(1) from None
+
+
+def example_program() -> int:
+    """Print the packaged example program file, to start a program file from (`> program.yml`)."""
+    print(resources.example_program().read_text(encoding="utf-8"), end="")
+    return 0
 
 
 def check_config(settings: Settings, path: str | None) -> int:
@@ -192,7 +200,7 @@ def db_upgrade(settings: Settings) -> int:
 
 
 async def _create_token(database_url: str, org_id: str, created_by: str) -> str:
-    from bot.monitor.tokens import create_token
+    from bot.ingest.tokens import create_token
     from storage.db import Database
 
     db = Database(url=database_url)
@@ -233,7 +241,7 @@ def token_create(settings: Settings, org_id: str, created_by: str | None) -> int
 
 async def _token_admin(database_url: str, *, org_id: str | None, prefix: str | None) -> tuple[list[str], int]:
     """Lines listing an org's tokens, or the number revoked by prefix."""
-    from bot.monitor.tokens import list_tokens, revoke_token
+    from bot.ingest.tokens import list_tokens, revoke_token
     from storage.db import Database
 
     db = Database(url=database_url)
@@ -329,7 +337,11 @@ def track_export(settings: Settings, org_id: str, output: Path | None) -> int:
 
 def demo(host: str, port: int, open_browser: bool) -> int:
     from bot.app import prefer_the_event_loop
-    from bot.sandbox.demo import run_demo
+
+    if importlib.util.find_spec("moto") is None:  # the sandbox is an extra: the product runs without moto
+        print("The sandbox needs its extra: pip install 'pitcrew[sandbox]' (make run installs it)", file=sys.stderr)
+        return 1
+    from sandbox.demo import run_demo
 
     try:  # checked before the sandbox starts its AWS and seeds it (seconds of work for nothing)
         _listener(host, port).close()
@@ -369,6 +381,7 @@ def parser() -> argparse.ArgumentParser:
     demo_cmd.add_argument("--host", default="127.0.0.1")
     demo_cmd.add_argument("--port", type=_port, default=3000)
     demo_cmd.add_argument("--open", action="store_true", help="open the console in a browser")
+    sub.add_parser("example-program", help="print the example program file (twelve orgs), to start yours from")
     check = sub.add_parser("check-config", help="validate a program file")
     check.add_argument("file", nargs="?", help="default: $PITCREW_CONFIG or ./program.yml")
     db = sub.add_parser("db", help="database maintenance")
@@ -413,6 +426,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "demo":
         return demo(args.host, args.port, args.open)
     settings = Settings()
+    if args.command == "example-program":
+        return example_program()
     if args.command == "check-config":
         return check_config(settings, args.file)
     if args.command == "serve":

@@ -26,6 +26,8 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bot.resources import shipped_templates
+
 ORG_ID_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$"
 USER_ID_PATTERN = r"^[UW][A-Z0-9]{2,20}$"
 CHANNEL_ID_PATTERN = r"^[CGD][A-Z0-9]{2,20}$"
@@ -43,8 +45,8 @@ class Settings(BaseSettings):
     slack_api_url: str = "https://slack.com/api/"
     database_url: str = "sqlite+aiosqlite:///./pitcrew.db"
     pitcrew_config: Path = Path("./program.yml")
-    # The reference architectures; by default the templates/ folder shipped beside the code.
-    pitcrew_templates: Path = Path(__file__).resolve().parents[1] / "templates"
+    # The reference architectures; by default the templates shipped in the package (bot/templates/).
+    pitcrew_templates: Path = Field(default_factory=shipped_templates)
     # How many orgs are queried at once; 16 covers a dozen orgs in one round.
     pitcrew_org_concurrency: int = Field(default=16, ge=1, le=64)
     # Seconds one org may take before its line in a reply says it timed out.
@@ -54,6 +56,8 @@ class Settings(BaseSettings):
     # The node monitor (sweeps and the EventBridge queue) on the leader replica; off for a replica that
     # should only answer commands, and in tests that drive the monitor themselves.
     pitcrew_monitor: bool = True
+    # The weekly digest and its catch-up, on the leader replica; independent of PITCREW_MONITOR.
+    pitcrew_digest: bool = True
     # How often active training jobs are run through their detectors (on the leader).
     pitcrew_throughput_check_seconds: float = Field(default=60.0, ge=1, le=3600)
     # Days raw throughput samples are kept (one-minute rollups are kept longer); also the oldest `ts` the

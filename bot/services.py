@@ -23,8 +23,8 @@ from bot.digest.weekly import WeeklyDigest
 from bot.metrics import Metrics
 from bot.monitor.jobs import ThroughputMonitor
 from bot.monitor.nodes import NodeMonitor
-from bot.monitor.runner import MonitorRunner
 from bot.operations import Operations
+from bot.scheduler import LeaderScheduler
 from bot.slack.poster import Poster
 from storage import crud
 from storage.db import Database
@@ -48,7 +48,7 @@ class Services:
     throughput: ThroughputMonitor
     digest: WeeklyDigest
     records: RecordBook
-    runner: MonitorRunner | None = None  # sweeps and the event queue, on the leader replica (if enabled)
+    scheduler: LeaderScheduler | None = None  # the monitors and the digest, on the leader replica (if enabled)
     clock: Callable[[], datetime] = utcnow
     metrics: Metrics = field(default_factory=Metrics)  # GET /metrics; build_services passes the one it wired
     _background: set[asyncio.Task[None]] = field(default_factory=set)

@@ -16,9 +16,9 @@ from sqlalchemy.engine import make_url
 
 from bot.clusters.accounts import AwsAccounts
 from bot.config import ProgramConfig, load_program
-from bot.sandbox.moto_support import reset_moto_server, start_moto_server
-from bot.sandbox.seed import SeedReport, seed_program
-from bot.sandbox.world import EXAMPLE_PROGRAM, aws_environment
+from sandbox.moto_support import reset_moto_server, start_moto_server
+from sandbox.seed import SeedReport, seed_program
+from sandbox.world import EXAMPLE_PROGRAM, aws_environment
 from storage.db import Database
 
 ROOT = Path(__file__).resolve().parents[1]

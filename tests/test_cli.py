@@ -49,7 +49,7 @@ def test_track_export_writes_the_living_document_as_markdown(
     from bot.config import load_program
     from bot.digest.facts import RecordKind
     from bot.digest.records import RecordBook
-    from bot.sandbox.world import EXAMPLE_PROGRAM
+    from sandbox.world import EXAMPLE_PROGRAM
     from storage.db import Database
 
     url = f"sqlite+aiosqlite:///{tmp_path / 'p.db'}"
@@ -91,7 +91,7 @@ def busy_port() -> Iterator[int]:
 
 @pytest.mark.parametrize("command", ["serve", "demo"])
 def test_a_busy_port_is_one_line_naming_it_and_exit_code_2(command: str, busy_port: int, tmp_path: Path) -> None:
-    from bot.sandbox.world import EXAMPLE_PROGRAM
+    from sandbox.world import EXAMPLE_PROGRAM
 
     env = {
         **os.environ,
@@ -162,7 +162,7 @@ def test_a_port_out_of_range_is_refused_as_usage_with_exit_code_2(
     ],
 )
 def test_serve_on_a_database_it_cannot_reach_is_one_line_and_exit_code_1(url: str, tmp_path: Path) -> None:
-    from bot.sandbox.world import EXAMPLE_PROGRAM
+    from sandbox.world import EXAMPLE_PROGRAM
 
     env = {
         **os.environ,

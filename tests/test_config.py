@@ -52,7 +52,7 @@ def test_design_example_is_accepted() -> None:
 
 
 def test_shipped_example_is_a_twelve_org_program() -> None:
-    program = load_program(ROOT / "program.example.yml")
+    program = load_program(ROOT / "bot" / "examples" / "program.example.yml")
     assert len(program.orgs) == 12
     assert len({org.aws.account_id for org in program.orgs}) == 12
 

@@ -39,8 +39,6 @@ from bot.digest.render import (
     TRACK_TEXT_INPUT,
     TRACK_VIEW,
 )
-from bot.sandbox.slack_workspace import Message, signed_headers
-from bot.sandbox.world import SIGNING_SECRET, Sandbox
 from bot.slack.alerts import ACK_ACTION, REBOOT_ACTION, REPLACE_ACTION
 from bot.slack.blocks import (
     CANCEL_ACTION,
@@ -50,6 +48,8 @@ from bot.slack.blocks import (
     DELETE_OPEN_ACTION,
     DELETE_VIEW,
 )
+from sandbox.slack_workspace import Message, signed_headers
+from sandbox.world import SIGNING_SECRET, Sandbox
 from storage.models import AuditEntry
 from tests.conftest import SeededAws
 from tests.scenarios import conftest as scenarios

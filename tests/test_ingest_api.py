@@ -23,12 +23,12 @@ from starlette.applications import Starlette
 from bot.cli import main
 from bot.clusters.accounts import AwsAccounts
 from bot.clusters.fleet import Fleet
-from bot.ingest_api import MAX_BODY_BYTES, PATH, ingest_routes
-from bot.monitor.known_clusters import KnownClusters
-from bot.monitor.tokens import create_token, hash_token
-from bot.sandbox.asgi_server import serve_asgi
-from bot.sandbox.training import TrainingSimulator, sandbox_jobs
-from bot.sandbox.world import Sandbox
+from bot.ingest.api import MAX_BODY_BYTES, PATH, ingest_routes
+from bot.ingest.known_clusters import KnownClusters
+from bot.ingest.tokens import create_token, hash_token
+from sandbox.asgi_server import serve_asgi
+from sandbox.training import TrainingSimulator, sandbox_jobs
+from sandbox.world import Sandbox
 from storage import crud
 from storage.db import Database
 from storage.models import ApiToken, ClusterSeen, Org, ThroughputRollup, ThroughputSample
@@ -274,7 +274,7 @@ async def test_an_unexpected_error_is_a_500_without_a_stack_trace(
         raise RuntimeError("clock is gone")
 
     async for api in running(db, clock=broken_clock):
-        with caplog.at_level(logging.ERROR, logger="bot.ingest_api"):
+        with caplog.at_level(logging.ERROR, logger="bot.ingest.api"):
             response = await api.post(good())
         assert response.status_code == 500
         assert response.json() == {"error": "internal error; logged"}
@@ -329,7 +329,7 @@ async def test_a_failing_hook_is_logged_and_the_sender_still_gets_202(
     db: Database, caplog: pytest.LogCaptureFixture
 ) -> None:
     async for api in running(db, hook_fails=True):
-        with caplog.at_level(logging.ERROR, logger="bot.ingest_api"):
+        with caplog.at_level(logging.ERROR, logger="bot.ingest.api"):
             response = await api.post(good())
             assert response.status_code == 202 and response.json() == {"accepted": 1, "duplicates": 0}
             await until(lambda: "the throughput hook failed on 1 stored sample(s)" in caplog.text)
@@ -529,7 +529,7 @@ async def test_when_aws_cannot_answer_in_time_the_sample_is_accepted(
     """Losing a job's throughput while AWS is slow or down is worse than storing a typo now and then."""
     clusters, _ = aws_clusters(seeded_aws, db, aws_timeout=0.0)
     async for api in running(db, clusters=clusters):
-        with caplog.at_level(logging.WARNING, logger="bot.monitor.known_clusters"):
+        with caplog.at_level(logging.WARNING, logger="bot.ingest.known_clusters"):
             response = await api.post(good(cluster="kumo-p5-new"))
         assert response.status_code == 202 and response.json()["accepted"] == 1
         assert "cannot check kumo-labs's cluster names in AWS (AWS did not answer within 0 s)" in caplog.text
@@ -567,7 +567,7 @@ async def test_the_sandboxs_training_jobs_post_fine_and_a_resent_backfill_is_sto
             ]
         return sum(len(r) for r in rows)
 
-    with caplog.at_level(logging.WARNING, logger="bot.sandbox.training"):
+    with caplog.at_level(logging.WARNING, logger="sandbox.training"):
         async with httpx.AsyncClient(timeout=30) as http:
             await simulator.backfill(http)
             first = await stored()
@@ -607,7 +607,7 @@ def test_token_create_prints_a_token_that_authenticates(
     database_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("DATABASE_URL", database_url)
-    monkeypatch.setenv("PITCREW_CONFIG", str(ROOT / "program.example.yml"))
+    monkeypatch.setenv("PITCREW_CONFIG", str(ROOT / "bot" / "examples" / "program.example.yml"))
     assert main(["token", "create", ORG, "--by", "U0ADMIN01"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert "shown only once" in lines[0] and ORG in lines[0]
@@ -632,7 +632,7 @@ def test_token_create_refuses_an_unknown_org(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("DATABASE_URL", f"sqlite+aiosqlite:///{tmp_path / 'p.db'}")
-    monkeypatch.setenv("PITCREW_CONFIG", str(ROOT / "program.example.yml"))
+    monkeypatch.setenv("PITCREW_CONFIG", str(ROOT / "bot" / "examples" / "program.example.yml"))
     assert main(["token", "create", "no-such-org"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("unknown org 'no-such-org':") and "kumo-labs" in err
@@ -643,7 +643,7 @@ def test_token_list_and_revoke(
     database_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("DATABASE_URL", database_url)
-    monkeypatch.setenv("PITCREW_CONFIG", str(ROOT / "program.example.yml"))
+    monkeypatch.setenv("PITCREW_CONFIG", str(ROOT / "bot" / "examples" / "program.example.yml"))
     assert main(["token", "create", ORG, "--by", "U0ADMIN01"]) == 0
     token = capsys.readouterr().out.splitlines()[1]
     assert main(["token", "list", ORG]) == 0

@@ -26,9 +26,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from sqlmodel import func, select
 
-from bot.ingest_api import PATH
-from bot.monitor.tokens import create_token
-from bot.sandbox.world import Sandbox
+from bot.ingest.api import PATH
+from bot.ingest.tokens import create_token
+from sandbox.world import Sandbox
 from storage.models import ThroughputSample
 from tests.scenarios.conftest import sandbox, sandbox_factory  # noqa: F401  (the scenario fixtures, used here)
 

@@ -87,7 +87,7 @@ def test_tokens_and_secrets_are_masked_in_every_record(captured: io.StringIO, lo
     log.info("calling with token %s", BOT_TOKEN)
     log.info(f"socket mode with {APP_TOKEN} and a user token {USER_TOKEN}")
     log.warning("signature check with %r failed", SIGNING_SECRET)
-    logging.getLogger("bot.ingest_api").info("Authorization: Bearer %s", INGEST_TOKEN)
+    logging.getLogger("bot.ingest.api").info("Authorization: Bearer %s", INGEST_TOKEN)
     try:
         raise RuntimeError(f"Slack refused {BOT_TOKEN}")
     except RuntimeError:

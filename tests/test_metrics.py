@@ -21,9 +21,9 @@ from sqlalchemy import func
 from sqlmodel import col, select
 
 from bot.config import Settings
+from bot.ingest.tokens import create_token
 from bot.logs import log_handler
-from bot.monitor.tokens import create_token
-from bot.sandbox.world import BOT_TOKEN, SIGNING_SECRET, Sandbox, run_sandbox
+from sandbox.world import BOT_TOKEN, SIGNING_SECRET, Sandbox, run_sandbox
 from storage.db import alembic_config
 from storage.models import Episode
 from tests.conftest import SeededAws

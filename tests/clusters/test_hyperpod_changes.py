@@ -19,7 +19,7 @@ from bot.clusters.accounts import MAX_ATTEMPTS, AwsAccounts
 from bot.clusters.hyperpod import GroupNotFound, HyperPodBackend, NodeFailure
 from bot.clusters.model import ClusterNotFound
 from bot.config import OrgConfig
-from bot.sandbox.moto_support import (
+from sandbox.moto_support import (
     advance_hyperpod,
     hyperpod_node_id,
     hyperpod_progress,

@@ -28,8 +28,8 @@ from bot.clusters.parallelcluster import (
     QueueResize,
     resize_queue,
 )
-from bot.sandbox.asgi_server import serve_asgi
-from bot.sandbox.pcluster_api import FLEET_STOP_RULE, RESIZE_RULE, ParallelClusterApi
+from sandbox.asgi_server import serve_asgi
+from sandbox.pcluster_api import FLEET_STOP_RULE, RESIZE_RULE, ParallelClusterApi
 
 ACCOUNT = "246813579024"  # in no org of the example program
 REGION = "us-east-1"

@@ -30,7 +30,7 @@ PARAMS = {
 
 @pytest.fixture(scope="module")
 def templates() -> TemplateSet:
-    return load_templates(ROOT / "templates")
+    return load_templates(ROOT / "bot" / "templates")
 
 
 def cluster(name: str, backend: Backend, instance_type: str, count: int, *, state: str = "Running") -> Cluster:

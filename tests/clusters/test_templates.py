@@ -34,7 +34,7 @@ from bot.clusters.templates import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-SHIPPED = ROOT / "templates"
+SHIPPED = ROOT / "bot" / "templates"
 ROLE = "arn:aws:iam::111111111111:role/SageMakerHyperPodExecutionRole"
 LIFECYCLE = "s3://sagemaker-kumo-labs-lifecycle/base-config/"
 SUBNET = "subnet-0123456789abcdef0"

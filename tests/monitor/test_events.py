@@ -28,7 +28,7 @@ from bot.monitor.events import (
     Received,
     parse_event,
 )
-from bot.sandbox.world import EXAMPLE_PROGRAM
+from sandbox.world import EXAMPLE_PROGRAM
 
 ROOT = Path(__file__).resolve().parents[2]
 REGION = "us-east-1"

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bot.monitor.ingest import IngestRefused, parse_samples, read_batch
+from bot.ingest.samples import IngestRefused, parse_samples, read_batch
 from storage.models import ThroughputSample
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)

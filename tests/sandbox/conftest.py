@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot.sandbox.moto_support import reset_moto_server
+from sandbox.moto_support import reset_moto_server
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -16,13 +15,14 @@ import pytest
 from bot.clusters.fleet import OrgClusters
 from bot.clusters.model import Backend, Cluster, Health, Node
 from bot.config import ProgramConfig, load_program, normalize_instance_type
-from bot.sandbox.history import ClusterPlan, History, OrgPlan, generate_history, seed_sandbox_history, store_history
-from bot.sandbox.seed import CURATED_LAYOUT
-from bot.sandbox.training import HISTORY, sandbox_jobs
+from bot.resources import example_program
+from sandbox.history import ClusterPlan, History, OrgPlan, generate_history, seed_sandbox_history, store_history
+from sandbox.seed import CURATED_LAYOUT
+from sandbox.training import HISTORY, sandbox_jobs
 from storage import tracking
 from storage.db import Database
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "program.example.yml"
+EXAMPLE = example_program()
 TOKYO = ZoneInfo("Asia/Tokyo")
 UNTIL = datetime(2026, 12, 2, 6, 30, tzinfo=UTC)  # a Wednesday afternoon in Tokyo, 2026-W49
 SINCE = UNTIL - timedelta(weeks=3)

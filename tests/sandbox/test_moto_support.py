@@ -16,8 +16,8 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError, ParamValidationError
 
-from bot.sandbox import moto_support
-from bot.sandbox.moto_support import (
+from sandbox import moto_support
+from sandbox.moto_support import (
     HyperPodProgress,
     advance_hyperpod,
     apply_moto_patches,

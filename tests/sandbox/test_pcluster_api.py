@@ -20,13 +20,13 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from jsonschema import Draft7Validator
 
-from bot.sandbox.asgi_server import serve_asgi
-from bot.sandbox.moto_support import reset_moto_server
-from bot.sandbox.pcluster_api import DEFAULT_SPEC_PATH, ParallelClusterApi, cluster_config_yaml, load_spec_checker
+from sandbox.asgi_server import serve_asgi
+from sandbox.moto_support import reset_moto_server
+from sandbox.pcluster_api import DEFAULT_SPEC_PATH, ParallelClusterApi, cluster_config_yaml, load_spec_checker
 
 ACCOUNT_A, ACCOUNT_B = "111111111111", "222222222222"
 REGION = "us-east-1"
-# The copy in the repository (bot/sandbox/specs/README.md names its source), the one the emulator loads.
+# The copy in the repository (sandbox/specs/README.md names its source), the one the emulator loads.
 SPEC = DEFAULT_SPEC_PATH
 
 
@@ -406,7 +406,7 @@ async def test_request_counters(served: tuple[ParallelClusterApi, str], creds_a:
 
 
 def test_config_yaml_from_instances_alone() -> None:
-    from bot.sandbox.pcluster_api import Ec2InstanceRecord
+    from sandbox.pcluster_api import Ec2InstanceRecord
 
     now = datetime(2026, 11, 30, 0, 0)
     head = Ec2InstanceRecord(
@@ -1120,7 +1120,7 @@ async def test_an_answer_off_the_spec_becomes_a_500(
 def test_the_spec_ships_inside_the_repository() -> None:
     # A clone alone (no folder beside it) has the spec: it lies in the package, as package data.
     repository = Path(__file__).resolve().parents[2]
-    assert SPEC.is_relative_to(repository / "bot" / "sandbox" / "specs")
+    assert SPEC.is_relative_to(repository / "sandbox" / "specs")
     assert yaml.safe_load(SPEC.read_text())["info"]["version"] == "3.12.0"
     assert "aws/aws-parallelcluster" in (SPEC.parent / "README.md").read_text()
 

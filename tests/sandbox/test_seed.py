@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import boto3
@@ -15,11 +14,12 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from bot.config import OrgConfig, ProgramConfig, load_program, normalize_instance_type
-from bot.sandbox.moto_support import reset_moto_server
-from bot.sandbox.pcluster_api import ParallelClusterApi
-from bot.sandbox.seed import CURATED_LAYOUT, MAX_CLUSTER_NODES, SeedReport, plan_program, seed_program
+from bot.resources import example_program
+from sandbox.moto_support import reset_moto_server
+from sandbox.pcluster_api import ParallelClusterApi
+from sandbox.seed import CURATED_LAYOUT, MAX_CLUSTER_NODES, SeedReport, plan_program, seed_program
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "program.example.yml"
+EXAMPLE = example_program()
 HEAD_AND_CONTROLLER = {"m5.8xlarge", "m5.12xlarge"}
 
 

@@ -22,8 +22,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from bot.sandbox.asgi_server import serve_asgi
-from bot.sandbox.slack_workspace import ApiCall, LocalSlack
+from sandbox.asgi_server import serve_asgi
+from sandbox.slack_workspace import ApiCall, LocalSlack
 
 SECRET = "test-signing-secret"
 TOKEN = "xoxb-test-token"

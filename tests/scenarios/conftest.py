@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from bot.sandbox.slack_workspace import Message
-from bot.sandbox.world import Sandbox, run_sandbox
+from sandbox.slack_workspace import Message
+from sandbox.world import Sandbox, run_sandbox
 from tests.conftest import SeededAws
 
 ADMIN = "U0ADMIN01"

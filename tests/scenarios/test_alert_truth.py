@@ -16,16 +16,16 @@ from typing import Any
 
 import pytest
 
-from bot.monitor.tokens import create_token
-from bot.sandbox.moto_support import (
+from bot.ingest.tokens import create_token
+from sandbox.moto_support import (
     hyperpod_progress,
     reset_moto_server,
     set_ec2_instance_status,
     set_hyperpod_cluster_status,
     set_hyperpod_node_status,
 )
-from bot.sandbox.slack_workspace import Message
-from bot.sandbox.world import Sandbox
+from sandbox.slack_workspace import Message
+from sandbox.world import Sandbox
 from storage import crud
 from tests.conftest import SeededAws
 from tests.scenarios.conftest import ADMIN, COORDINATION, ask, body

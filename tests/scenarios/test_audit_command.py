@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bot.sandbox.world import Sandbox
+from sandbox.world import Sandbox
 from storage import crud
 from storage.models import AuditEntry, Outcome
 from tests.scenarios.conftest import ADMIN, COORDINATION, ask, body

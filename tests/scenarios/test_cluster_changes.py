@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from bot.clusters.hyperpod import HyperPodBackend
-from bot.sandbox.moto_support import hyperpod_progress, reset_moto_server, set_hyperpod_node_status
-from bot.sandbox.slack_workspace import Message
-from bot.sandbox.world import Sandbox
 from bot.slack.blocks import DELETE_VIEW
+from sandbox.moto_support import hyperpod_progress, reset_moto_server, set_hyperpod_node_status
+from sandbox.slack_workspace import Message
+from sandbox.world import Sandbox
 from storage import crud
 from tests.conftest import SeededAws
 from tests.scenarios.conftest import ADMIN, ask, body

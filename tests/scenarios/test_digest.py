@@ -17,8 +17,8 @@ from zoneinfo import ZoneInfo
 from bot.digest.facts import RecordKind
 from bot.digest.weekly import WeeklyDigest, digest_trigger
 from bot.digest.weeks import due_at, parse_week
-from bot.sandbox.slack_workspace import Message
-from bot.sandbox.world import Sandbox
+from sandbox.slack_workspace import Message
+from sandbox.world import Sandbox
 from storage import tracking
 from storage.db import Database
 from storage.models import Episode

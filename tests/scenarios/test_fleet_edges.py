@@ -10,9 +10,9 @@ import pytest
 
 from bot.clusters.accounts import AwsAccounts
 from bot.config import OrgConfig, ProgramConfig
-from bot.sandbox.moto_support import set_hyperpod_node_status
-from bot.sandbox.pcluster_api import ParallelClusterApi
-from bot.sandbox.world import Sandbox
+from sandbox.moto_support import set_hyperpod_node_status
+from sandbox.pcluster_api import ParallelClusterApi
+from sandbox.world import Sandbox
 from storage import crud
 from storage.models import AuditEntry
 from tests.conftest import SeededAws

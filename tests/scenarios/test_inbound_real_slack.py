@@ -17,7 +17,7 @@ import httpx
 import pytest
 from slack_bolt.async_app import AsyncBoltRequest
 
-from bot.sandbox.world import SIGNING_SECRET, Sandbox
+from sandbox.world import SIGNING_SECRET, Sandbox
 from storage import crud
 from tests.scenarios.conftest import ADMIN, ask
 

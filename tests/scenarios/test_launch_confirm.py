@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from bot.sandbox.moto_support import advance_hyperpod, hyperpod_progress
-from bot.sandbox.slack_workspace import Message
-from bot.sandbox.world import Sandbox
+from sandbox.moto_support import advance_hyperpod, hyperpod_progress
+from sandbox.slack_workspace import Message
+from sandbox.world import Sandbox
 from storage import crud
 from tests.conftest import SeededAws
 from tests.scenarios.conftest import ADMIN, ask

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.sandbox.world import Sandbox
+from sandbox.world import Sandbox
 from tests.conftest import SeededAws
 from tests.scenarios.conftest import ADMIN, COORDINATION, ask, body
 

@@ -18,14 +18,14 @@ import pytest
 from sqlalchemy import update
 
 from bot.config import MonitorConfig, ProgramConfig
-from bot.sandbox.moto_support import (
+from sandbox.moto_support import (
     hyperpod_progress,
     reset_moto_server,
     set_hyperpod_cluster_status,
     set_hyperpod_node_status,
 )
-from bot.sandbox.slack_workspace import Message
-from bot.sandbox.world import Sandbox
+from sandbox.slack_workspace import Message
+from sandbox.world import Sandbox
 from storage import crud
 from storage.models import Silence
 from tests.conftest import SeededAws
@@ -258,7 +258,7 @@ async def test_an_eventbridge_event_is_alerted_without_a_sweep_and_a_duplicate_i
     try:
         async with sandbox_factory(monitor=True, program_transform=with_queue) as world:
             await world.pitcrew.ready.wait()
-            runner = world.pitcrew.services.runner
+            runner = world.pitcrew.services.scheduler
             assert runner is not None
             runner.scheduler.remove_job("node_sweep")  # no sweep at all: only the event can tell
             node = running_workers(seeded_aws)[0]

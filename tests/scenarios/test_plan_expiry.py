@@ -11,9 +11,9 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from bot.config import Settings
-from bot.sandbox.moto_support import hyperpod_progress, reset_moto_server
-from bot.sandbox.slack_workspace import Message
-from bot.sandbox.world import Sandbox
+from sandbox.moto_support import hyperpod_progress, reset_moto_server
+from sandbox.slack_workspace import Message
+from sandbox.world import Sandbox
 from storage import crud
 from storage.models import utcnow
 from tests.conftest import SeededAws

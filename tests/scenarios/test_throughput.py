@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
-from bot.monitor.tokens import create_token
-from bot.sandbox.slack_workspace import Message
-from bot.sandbox.world import Sandbox
+from bot.ingest.tokens import create_token
+from sandbox.slack_workspace import Message
+from sandbox.world import Sandbox
 from tests.scenarios.conftest import COORDINATION, ask, body
 
 ALICE, HANA = "U0ALICE01", "U0HANA001"

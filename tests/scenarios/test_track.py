@@ -13,7 +13,7 @@ from sqlmodel import select
 from bot.clusters.model import Backend, Cluster, Health, Node
 from bot.config import ProgramConfig
 from bot.digest.ledger import UsageLedger
-from bot.sandbox.world import Sandbox
+from sandbox.world import Sandbox
 from storage import tracking
 from storage.models import AuditEntry, ClusterState, QuotaNotice, TrackRecord
 from tests.scenarios.conftest import ADMIN, COORDINATION, ask, body

@@ -11,11 +11,11 @@ import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.sandbox.asgi_server import serve_asgi
-from bot.sandbox.slack_workspace import LocalSlack
 from bot.slack import charts
 from bot.slack.blocks import Reply
 from bot.slack.poster import Poster
+from sandbox.asgi_server import serve_asgi
+from sandbox.slack_workspace import LocalSlack
 
 SECRET = "test-signing-secret"
 TOKEN = "xoxb-test-token"

@@ -18,7 +18,7 @@ import pytest
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
 
-from bot.sandbox.world import EXAMPLE_PROGRAM
+from sandbox.world import EXAMPLE_PROGRAM
 from storage.db import Database, alembic_config, sqlite_lock_path, upgrade
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,12 +9,12 @@ import time
 import webbrowser
 
 from bot.config import MonitorConfig, ProgramConfig, StallConfig, load_program
-from bot.sandbox.history import seed_sandbox_history
-from bot.sandbox.moto_support import set_hyperpod_progress, start_moto_server
-from bot.sandbox.seed import seed_program
-from bot.sandbox.training import TrainingSimulator, sandbox_jobs
-from bot.sandbox.world import EXAMPLE_PROGRAM, Sandbox, aws_environment, run_sandbox
 from bot.slack import blocks
+from sandbox.history import seed_sandbox_history
+from sandbox.moto_support import set_hyperpod_progress, start_moto_server
+from sandbox.seed import seed_program
+from sandbox.training import TrainingSimulator, sandbox_jobs
+from sandbox.world import EXAMPLE_PROGRAM, Sandbox, aws_environment, run_sandbox
 
 log = logging.getLogger("pitcrew.demo")
 SWEEP_SECONDS = 15

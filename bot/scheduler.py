@@ -1,6 +1,7 @@
-"""What runs the node monitor: on the replica holding the leader lease, a sweep every
-`monitor.node_sweep_seconds` (APScheduler, the scheduler later jobs share) and, when
-`monitor.event_queue_url` is set, a consumer of the EventBridge queue (long polling).
+"""What the leader replica runs on a schedule (APScheduler): the monitors (a node sweep every
+`monitor.node_sweep_seconds`, the CloudWatch throughput pull, the throughput check and, when
+`monitor.event_queue_url` is set, a consumer of the EventBridge queue, by long polling) and the weekly digest
+with its catch-up. `PITCREW_MONITOR=false` leaves out the monitors, `PITCREW_DIGEST=false` the digest.
 
 A replica that does not hold the lease keeps trying to take it and does nothing else, so a dozen
 replicas sweep like one; when the leader dies, another takes over once its lease expires.
@@ -12,6 +13,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -31,28 +33,32 @@ FIRST_SWEEP_DELAY = 5.0  # seconds after start: let the lease settle and the AWS
 CATCH_UP_SECONDS = 600  # how often the leader looks for a digest that fell due unposted
 
 
-class MonitorRunner:
+@dataclass(frozen=True, kw_only=True)
+class Monitors:
+    """The monitors the leader runs: node sweeps and events, the CloudWatch pull, throughput checks."""
+
+    nodes: NodeMonitor
+    throughput: ThroughputMonitor
+    cloudwatch: CloudWatchPull
+    queue: EventQueue | None = None
+
+
+class LeaderScheduler:
     def __init__(
         self,
         *,
-        monitor: NodeMonitor,
-        throughput: ThroughputMonitor,
-        cloudwatch: CloudWatchPull,
+        monitors: Monitors | None,
         lease: LeaderLease,
         sweep_seconds: int,
         throughput_seconds: float,
         tz: ZoneInfo,
-        queue: EventQueue | None = None,
         digest: WeeklyDigest | None = None,
     ) -> None:
-        self._monitor = monitor
-        self._throughput = throughput
-        self._cloudwatch = cloudwatch
+        self._monitors = monitors
         self._throughput_seconds = throughput_seconds
         self._lease = lease
         self._sweep_seconds = sweep_seconds
         self._tz = tz
-        self._queue = queue
         self._digest = digest
         self._stop = asyncio.Event()
         self._lease_task: asyncio.Task[None] | None = None
@@ -65,11 +71,16 @@ class MonitorRunner:
         loop = asyncio.get_running_loop()
         self._lease_task = loop.create_task(self._lease.run(self._stop))
         # Each job acts only on the leader; a slow run is not stacked on by the next one (max_instances=1).
-        jobs: list[tuple[str, Callable[[], Awaitable[object]], float, float]] = [
-            ("node sweep", self._monitor.sweep, self._sweep_seconds, FIRST_SWEEP_DELAY),
-            ("CloudWatch throughput pull", self._cloudwatch.pull, self._sweep_seconds, FIRST_SWEEP_DELAY),
-            ("throughput check", self._throughput.check, self._throughput_seconds, FIRST_SWEEP_DELAY),
-        ]
+        monitors = self._monitors
+        jobs: list[tuple[str, Callable[[], Awaitable[object]], float, float]] = (
+            [
+                ("node sweep", monitors.nodes.sweep, self._sweep_seconds, FIRST_SWEEP_DELAY),
+                ("CloudWatch throughput pull", monitors.cloudwatch.pull, self._sweep_seconds, FIRST_SWEEP_DELAY),
+                ("throughput check", monitors.throughput.check, self._throughput_seconds, FIRST_SWEEP_DELAY),
+            ]
+            if monitors
+            else []
+        )
         for name, work, seconds, first in jobs:
             self.scheduler.add_job(
                 self._on_leader,
@@ -83,8 +94,8 @@ class MonitorRunner:
         if self._digest is not None:
             self._schedule_digest(self._digest)
         self.scheduler.start()
-        if self._queue is not None:
-            self._consumer = loop.create_task(self._consume(self._queue))
+        if monitors is not None and monitors.queue is not None:
+            self._consumer = loop.create_task(self._consume(monitors.nodes, monitors.queue))
 
     def _schedule_digest(self, digest: WeeklyDigest) -> None:
         """The weekly digest at `digest.schedule`, and a catch-up at start and every few minutes, for a digest
@@ -130,7 +141,7 @@ class MonitorRunner:
         if result:  # something changed: a report with news, or a count above 0
             log.info("%s: %s", name, result)
 
-    async def _consume(self, queue: EventQueue) -> None:
+    async def _consume(self, monitor: NodeMonitor, queue: EventQueue) -> None:
         while not self._stop.is_set():
             if not self._lease.held:
                 await asyncio.sleep(1.0)
@@ -149,7 +160,7 @@ class MonitorRunner:
                     done.append(message.receipt_handle)
                     continue
                 try:
-                    outcome = await self._monitor.handle_event(message.hint)
+                    outcome = await monitor.handle_event(message.hint)
                 except Exception as error:  # left on the queue: it comes back after its visibility timeout
                     log.warning("event %s not handled yet: %s", message.hint.event_id, describe_error(error))
                     continue

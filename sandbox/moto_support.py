@@ -180,7 +180,7 @@ class HyperPodProgress:
         (old node ShuttingDown -> gone and its replacement Pending, then -> Running: twice `seconds`) and
         BatchDeleteClusterNodes (ShuttingDown -> gone). Default 3 s: visible in the sandbox, short in tests.
     create_seconds: CreateCluster (Creating with Pending nodes -> InService with Running nodes). Default 0,
-        moto's instant InService: bot/sandbox/seed.py and the tests create clusters and expect them ready.
+        moto's instant InService: sandbox/seed.py and the tests create clusters and expect them ready.
         The sandbox can raise it after seeding, so a launch from Slack shows Creating first.
     delete_seconds: DeleteCluster (Deleting, nodes ShuttingDown -> gone). Default 0, moto's instant delete:
         test fixtures delete their clusters on teardown and the next test lists the fleet.

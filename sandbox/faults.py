@@ -1,7 +1,7 @@
 """Sandbox faults: fail a HyperPod node on request (`POST /sandbox/fail-node`, the console's button),
 so a newcomer sees the node monitor's alert without waiting for real hardware to break.
 
-Works on moto's in-process backends, as the demo runs moto (bot.sandbox.moto_support)."""
+Works on moto's in-process backends, as the demo runs moto (sandbox.moto_support)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from bot.config import ProgramConfig
-from bot.sandbox.moto_support import set_hyperpod_node_status
-from bot.sandbox.training import TrainingSimulator
+from sandbox.moto_support import set_hyperpod_node_status
+from sandbox.training import TrainingSimulator
 
 FAULTS = (
     "GPU XID 79: GPU has fallen off the bus (sandbox fault)",

@@ -20,12 +20,13 @@ from typing import Any
 from bot.app import Pitcrew, build_app, build_services, build_slack_client
 from bot.clusters.accounts import AwsAccounts
 from bot.config import ProgramConfig, Settings, load_program
-from bot.sandbox.asgi_server import serve_asgi
-from bot.sandbox.faults import Controls, faults_app
-from bot.sandbox.pcluster_api import ParallelClusterApi
-from bot.sandbox.slack_workspace import LocalSlack
+from bot.resources import example_program
+from sandbox.asgi_server import serve_asgi
+from sandbox.faults import Controls, faults_app
+from sandbox.pcluster_api import ParallelClusterApi
+from sandbox.slack_workspace import LocalSlack
 
-EXAMPLE_PROGRAM = Path(__file__).resolve().parents[2] / "program.example.yml"
+EXAMPLE_PROGRAM = example_program()
 SIGNING_SECRET = "sandbox-signing-secret"
 BOT_TOKEN = "xoxb-sandbox-token"
 SANDBOX_AWS_ENV = {
@@ -144,7 +145,12 @@ async def run_sandbox(
                 slack_bot_token=BOT_TOKEN,
                 slack_signing_secret=SIGNING_SECRET,
                 database_url=database_url,
-                **{"slack_api_url": slack.api_url, "pitcrew_monitor": monitor, **(settings_overrides or {})},
+                **{
+                    "slack_api_url": slack.api_url,
+                    "pitcrew_monitor": monitor,
+                    "pitcrew_digest": monitor,
+                    **(settings_overrides or {}),
+                },
             )
             client = build_slack_client(settings)
             services = build_services(settings=settings, program=program, client=client, accounts=accounts)

@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from bot.monitor.tokens import create_token
+from bot.ingest.tokens import create_token
 from storage.db import Database
 from storage.models import utcnow
 

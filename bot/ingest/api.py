@@ -20,9 +20,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from bot.monitor.ingest import MAX_BATCH, IngestRefused, read_batch
-from bot.monitor.known_clusters import KnownClusters
-from bot.monitor.tokens import org_for_token
+from bot.ingest.known_clusters import KnownClusters
+from bot.ingest.samples import MAX_BATCH, IngestRefused, read_batch
+from bot.ingest.tokens import org_for_token
 from storage import crud
 from storage.db import Database
 from storage.models import ThroughputSample

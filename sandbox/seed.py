@@ -27,7 +27,7 @@ import boto3
 from botocore.config import Config
 
 from bot.config import OrgConfig, ProgramConfig, normalize_instance_type
-from bot.sandbox import moto_support
+from sandbox import moto_support
 
 __all__ = [
     "CURATED_LAYOUT",
@@ -408,7 +408,7 @@ def _inject(clusters: list[SeededCluster], ec2_by_org: dict[str, Any]) -> list[U
         except LookupError as exc:
             raise RuntimeError(
                 "seed_program(unhealthy=True) sets node health through moto's in-process backends, so the moto "
-                f"server must run in this process (bot.sandbox.moto_support.start_moto_server): {exc}"
+                f"server must run in this process (sandbox.moto_support.start_moto_server): {exc}"
             ) from exc
         unhealthy.append(
             UnhealthyNode(

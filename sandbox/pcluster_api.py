@@ -508,7 +508,7 @@ def load_spec_checker(path: Path | None = None) -> OpenApiChecker:
     except OSError as error:
         raise FileNotFoundError(
             f"ParallelCluster API spec not found at {path}: the emulator checks every request against it and "
-            "does not start without it (it ships in bot/sandbox/specs/; reinstall the package or pass spec_path)"
+            "does not start without it (it ships in sandbox/specs/; reinstall the package or pass spec_path)"
         ) from error
     return _cached_checker(str(path.resolve()), mtime)
 

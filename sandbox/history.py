@@ -607,9 +607,9 @@ async def store_history(db: Database, history: History, *, chunk: int = 5000) ->
 async def seed_sandbox_history(services: Services, *, now: datetime, weeks: int = 3) -> str:
     """Store `weeks` weeks of history ending at `now` for the sandbox's live clusters; a one-line summary.
 
-    The simulated jobs (bot.sandbox.training) get their own rates and no rollups in their last few hours,
+    The simulated jobs (sandbox.training) get their own rates and no rollups in their last few hours,
     which they backfill themselves when they start."""
-    from bot.sandbox.training import HISTORY, sandbox_jobs
+    from sandbox.training import HISTORY, sandbox_jobs
 
     program = services.program
     listings = await services.fleet.list_orgs([o.id for o in program.orgs], fresh=True)

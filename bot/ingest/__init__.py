@@ -1,0 +1,1 @@
+"""The throughput ingest API: POST /ingest/throughput from training scripts, its tokens and its checks."""
