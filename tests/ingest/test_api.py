@@ -35,7 +35,7 @@ from storage.models import ApiToken, ClusterSeen, Org, ThroughputRollup, Through
 from tests.conftest import SeededAws
 from tests.scenarios.conftest import sandbox, sandbox_factory  # noqa: F401  (the sandbox, for its training jobs)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ORG, OTHER, CLUSTER = "kumo-labs", "sakura-ai", "kumo-p5"
 
 
