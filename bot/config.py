@@ -65,6 +65,8 @@ class Settings(BaseSettings):
     pitcrew_throughput_raw_days: int = Field(default=14, ge=1, le=3650)
     # Minutes a plan (a Confirm button) stays valid: its quota check and prices were true when it was made.
     pitcrew_plan_ttl_minutes: int = Field(default=30, ge=1, le=7 * 24 * 60)
+    # Seconds between posts to one Slack channel: Slack's pace for chat.postMessage. The sandbox's tests use 0.
+    pitcrew_post_interval: float = Field(default=1.0, ge=0, le=60)
     # "json": one JSON object per log line, for log collectors (bot.logs.configure_logging).
     pitcrew_log_format: Literal["text", "json"] = "text"
 
