@@ -1,7 +1,7 @@
 """The one way Pitcrew speaks in Slack: replies through response URLs, posts and edits through the Web API.
 
-Posts keep Slack's pace of about one message per second per channel; 429s are retried by the
-client's rate-limit retry handler (configured in bot.app).
+Posts keep a pace per channel, Slack's one message per second unless told otherwise (the sandbox's tests
+use none); 429s are retried by the client's rate-limit retry handler (configured in bot.app).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
@@ -25,8 +25,16 @@ POST_INTERVAL = 1.0  # seconds between posts to one channel (chat.postMessage's 
 
 
 class Poster:
+    """The Publisher (bot.slack.publisher) that talks to Slack."""
+
     def __init__(
-        self, *, client: AsyncWebClient, clock: Callable[[], float] = time.monotonic, metrics: Metrics | None = None
+        self,
+        *,
+        client: AsyncWebClient,
+        post_interval: float = POST_INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        metrics: Metrics | None = None,
     ) -> None:
         self._client = client
         self._metrics = metrics  # Web API calls are counted on the client; replies through response URLs here
@@ -35,7 +43,8 @@ class Poster:
         # more CPU per request here (measured with py-spy under bench/ack_latency.py): either would
         # compete with acking the next command under load.
         self._http: aiohttp.ClientSession | None = None
-        self._clock = clock
+        self._post_interval = post_interval
+        self._clock, self._sleep = clock, sleep
         self._channel_locks: dict[str, asyncio.Lock] = {}
         self._last_post: dict[str, float] = {}
 
@@ -79,9 +88,9 @@ class Poster:
         """Post in a channel at Slack's pace; returns the message ts (for later edits)."""
         lock = self._channel_locks.setdefault(channel, asyncio.Lock())
         async with lock:
-            wait = self._last_post.get(channel, float("-inf")) + POST_INTERVAL - self._clock()
+            wait = self._last_post.get(channel, float("-inf")) + self._post_interval - self._clock()
             if wait > 0:
-                await asyncio.sleep(wait)
+                await self._sleep(wait)
             answer = await self._client.chat_postMessage(
                 channel=channel, text=reply.text, blocks=reply.blocks, thread_ts=thread_ts
             )
