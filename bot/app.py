@@ -97,7 +97,8 @@ def build_services(
         timeout=settings.pitcrew_org_timeout,
         cache_seconds=settings.pitcrew_cache_seconds,
     )
-    poster, audit = Poster(client=client, metrics=metrics), AuditLog(db=db)
+    poster = Poster(client=client, post_interval=settings.pitcrew_post_interval, metrics=metrics)
+    audit = AuditLog(db=db)
     desk = AlertDesk(db=db, poster=poster, program=program)
     holder = default_holder()
     ledger = UsageLedger(db=db, poster=poster, program=program)
