@@ -126,3 +126,41 @@ async def test_an_unknown_channel_raises_like_post(slack: LocalSlack, poster: Po
     with pytest.raises(SlackApiError):
         await poster.upload(channel="C0NOWHERE", filename="a.png", content=chart, title="A")
     assert [m for m in slack.messages if m.files] == []
+
+
+class PacingClock:
+    """A monotonic clock the poster's pacing sleeps on: sleeping moves it, and each sleep is recorded."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+async def test_posts_to_one_channel_keep_the_interval_and_other_channels_do_not_wait(slack: LocalSlack) -> None:
+    clock = PacingClock()
+    client = AsyncWebClient(token=TOKEN, base_url=slack.api_url)
+    paced = Poster(client=client, post_interval=1.0, clock=clock, sleep=clock.sleep)
+    posted_at: dict[str, list[float]] = {OPS: [], GENERAL: []}
+    for channel, text in [(OPS, "one"), (GENERAL, "elsewhere"), (OPS, "two"), (OPS, "three")]:
+        await paced.post(channel=channel, reply=Reply(text=text))
+        posted_at[channel].append(clock.now)
+        clock.now += 0.25  # some work between posts: the pacing waits only for the rest of the interval
+    assert clock.sleeps == [0.5, 0.75]
+    assert [b - a for a, b in zip(posted_at[OPS], posted_at[OPS][1:], strict=False)] == [1.0, 1.0]
+    assert [m.text for m in slack.messages] == ["one", "elsewhere", "two", "three"]
+
+
+async def test_an_interval_of_zero_never_sleeps(slack: LocalSlack) -> None:
+    clock = PacingClock()
+    unpaced = Poster(client=AsyncWebClient(token=TOKEN, base_url=slack.api_url), post_interval=0, sleep=clock.sleep)
+    for text in ("one", "two", "three"):
+        await unpaced.post(channel=OPS, reply=Reply(text=text))
+    assert clock.sleeps == []
+    assert [m.text for m in slack.messages] == ["one", "two", "three"]
