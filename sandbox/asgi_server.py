@@ -17,11 +17,52 @@ logger = logging.getLogger(__name__)
 
 
 class _EmbeddedServer(uvicorn.Server):
+    """uvicorn's server, stopped by `stop()` at once rather than at its next 0.1 s tick and 0.1 s pause.
+
+    The test suite starts and stops two servers per scenario; uvicorn's fixed pauses were most of each
+    test's teardown. What shutdown does is uvicorn's own (close the listeners, ask every connection to
+    finish, wait for them and their tasks within the graceful timeout, then the lifespan's shutdown),
+    polled every few milliseconds."""
+
+    _POLL_SECONDS = 0.005
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self._exit = asyncio.Event()
+
+    def stop(self) -> None:
+        self.should_exit = True
+        self._exit.set()
+
     # Several servers share one process in the sandbox; if each installed its own SIGINT handler they
     # would fight over it, so the embedding program owns signal handling instead.
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
         yield
+
+    async def main_loop(self) -> None:
+        counter = 0
+        while not await self.on_tick(counter):  # on_tick refreshes the Date header every 10th tick
+            counter = (counter + 1) % 864000
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._exit.wait(), timeout=0.1)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        for server in self.servers:
+            server.close()
+        for sock in sockets or []:
+            sock.close()
+        for connection in list(self.server_state.connections):
+            connection.shutdown()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (self.config.timeout_graceful_shutdown or 0)
+        while (self.server_state.connections or self.server_state.tasks) and loop.time() < deadline:
+            await asyncio.sleep(self._POLL_SECONDS)
+        for task in self.server_state.tasks:
+            task.cancel(msg="Task cancelled, timeout graceful shutdown exceeded")
+        for server in self.servers:
+            await server.wait_closed()
+        await self.lifespan.shutdown()
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -77,7 +118,7 @@ async def serve_asgi(
         shown_host = f"[{host}]" if ":" in host else host
         yield f"http://{shown_host}:{bound_port}"
     finally:
-        server.should_exit = True
+        server.stop()
         # asyncio.wait (not `await task`) so a cancellation of the caller still propagates.
         await asyncio.wait([task])
         sock.close()

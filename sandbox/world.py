@@ -21,6 +21,7 @@ from bot.app import Pitcrew, build_app, build_services, build_slack_client
 from bot.clusters.accounts import AwsAccounts
 from bot.config import ProgramConfig, Settings, load_program
 from bot.resources import example_program
+from bot.slack.poster import POST_INTERVAL
 from sandbox.asgi_server import serve_asgi
 from sandbox.faults import Controls, faults_app
 from sandbox.pcluster_api import ParallelClusterApi
@@ -118,11 +119,13 @@ async def run_sandbox(
     accounts: AwsAccounts | None = None,
     slack: LocalSlack | None = None,
     pcluster_progress_seconds: float = 3.0,
+    post_interval: float = POST_INTERVAL,
     monitor: bool = False,
 ) -> AsyncIterator[Sandbox]:
     """Serve the world and the bot. AWS must already point at a seeded moto (see aws_environment).
 
     `slack`: one local Slack kept across bot restarts, so its messages (and their ts) survive.
+    `post_interval`: seconds between the bot's posts to one channel, Slack's 1 s by default (tests use 0).
     `monitor`: run the node monitor's schedule (the demo does; tests call its sweep themselves)."""
     slack = slack or LocalSlack(signing_secret=SIGNING_SECRET, bot_token=BOT_TOKEN, users={}, channels={})
     pcluster_api = ParallelClusterApi(progress_seconds=pcluster_progress_seconds)
@@ -149,6 +152,7 @@ async def run_sandbox(
                     "slack_api_url": slack.api_url,
                     "pitcrew_monitor": monitor,
                     "pitcrew_digest": monitor,
+                    "pitcrew_post_interval": post_interval,
                     **(settings_overrides or {}),
                 },
             )

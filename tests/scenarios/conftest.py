@@ -22,6 +22,7 @@ def sandbox_factory(seeded_aws: SeededAws, tmp_path: Path) -> Callable[..., Any]
     def make(**kwargs: Any) -> Any:
         kwargs.setdefault("database_url", f"sqlite+aiosqlite:///{tmp_path / 'pitcrew.db'}")
         kwargs.setdefault("accounts", seeded_aws.accounts)  # sessions built once, as in a long-lived bot
+        kwargs.setdefault("post_interval", 0.0)  # no pacing: tests need not wait a second per post
         return run_sandbox(**kwargs)
 
     return make
