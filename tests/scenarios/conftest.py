@@ -11,16 +11,21 @@ import pytest
 
 from sandbox.slack_workspace import Message
 from sandbox.world import Sandbox, run_sandbox
-from tests.conftest import SeededAws
+from tests.conftest import SeededAws, migrated_sqlite
 
 ADMIN = "U0ADMIN01"
 COORDINATION = "C0PROGRAM"
 
 
 @pytest.fixture
-def sandbox_factory(seeded_aws: SeededAws, tmp_path: Path) -> Callable[..., Any]:
+def sandbox_factory(seeded_aws: SeededAws, sqlite_template: Path, tmp_path: Path) -> Callable[..., Any]:
     def make(**kwargs: Any) -> Any:
-        kwargs.setdefault("database_url", f"sqlite+aiosqlite:///{tmp_path / 'pitcrew.db'}")
+        # A copy of the session's migrated database, made at the test's first start (a restart keeps its rows).
+        path = tmp_path / "pitcrew.db"
+        if "database_url" not in kwargs:
+            kwargs["database_url"] = f"sqlite+aiosqlite:///{path}"
+            if not path.exists():
+                migrated_sqlite(sqlite_template, path)
         kwargs.setdefault("accounts", seeded_aws.accounts)  # sessions built once, as in a long-lived bot
         kwargs.setdefault("post_interval", 0.0)  # no pacing: tests need not wait a second per post
         return run_sandbox(**kwargs)
