@@ -14,13 +14,14 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from bot.access import AccessPolicy, Action
 from bot.audit import AuditLog
+from bot.clusters import requests
 from bot.clusters.fleet import Fleet, describe_error, request_id
 from bot.clusters.model import Backend
 from bot.clusters.progress import Kind, State, Watch, judge
@@ -237,25 +238,25 @@ class Operations:
     async def _start(self, operation: Operation) -> str:
         """Ask AWS for the change; the request ids (for the audit) or "". Raises what AWS raised."""
         kind, org_id, name = Kind(operation.kind), operation.org_id, operation.cluster_name
-        backend, request = Backend(operation.backend), operation.request
-        if kind is Kind.LAUNCH:
+        backend = Backend(operation.backend)
+        request = requests.from_json(kind, backend, operation.request)
+        if isinstance(request, requests.LaunchRequest):
             await self.fleet.launch(org_id, backend, request)
             return ""
-        if kind is Kind.SCALE:
-            rid = await self.fleet.scale(org_id, backend, name, group=request["group"], count=int(request["count"]))
+        if isinstance(request, requests.ScaleRequest):
+            rid = await self.fleet.resize(org_id, backend, name, group=request.group, count=request.count)
             return f"request {rid}" if rid else ""
-        if kind is Kind.DELETE:
+        if isinstance(request, requests.DeleteRequest):
             rid = await self.fleet.delete(org_id, backend, name)
             return f"request {rid}" if rid else ""
-        if kind is Kind.STOP_FLEET:
-            await self.fleet.compute_fleet(org_id, name, status="STOP_REQUESTED")
+        if isinstance(request, requests.StopFleetRequest):
+            await self.fleet.stop_fleet(org_id, backend, name)
             return ""
-        result = await self.fleet.node_batch(org_id, name, verb=kind.value, node_ids=request["node_ids"])
-        operation.request = {
-            **request,
-            "successful": list(result.successful),
-            "failed": [asdict(failure) for failure in result.failed],
-        }
+        result = await self.fleet.node_batch(
+            org_id, backend, name, replace=kind is Kind.REPLACE, node_ids=request.node_ids
+        )
+        answered = replace(request, successful=result.successful, failed=result.failed)
+        operation.request = requests.to_json(answered)
         await self._set(operation.id, request=operation.request)
         rids = ", ".join(result.request_ids)
         if not result.successful:
@@ -291,6 +292,11 @@ class Operations:
             reason = "the bot stopped while asking AWS; whether the change was made is unknown: check /cluster status"
             await self._finish(operation, OperationStatus.FAILED, reason)
             return
+        try:
+            request = requests.from_json(kind, backend, operation.request)
+        except requests.BadRequest as bad:
+            await self._finish(operation, OperationStatus.FAILED, f"its stored request cannot be read: {bad}")
+            return
         moved_at = self.clock()
         while True:
             try:
@@ -298,7 +304,7 @@ class Operations:
             except Exception as error:  # AWS hiccups: keep watching, say nothing new
                 log.warning("watching %s: %s", operation.cluster_name, describe_error(error))
             else:
-                verdict = judge(kind, operation.request, cluster, watch)
+                verdict = judge(kind, request, cluster, watch)
                 if verdict.state is State.DONE:
                     line = " · ".join(filter(None, [blocks.progress_line(cluster) if cluster else "", verdict.reason]))
                     await self._finish(operation, OperationStatus.DONE, line)

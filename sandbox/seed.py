@@ -26,6 +26,7 @@ from typing import Any, Literal
 import boto3
 from botocore.config import Config
 
+from bot.clusters.model import ORG_TAG
 from bot.config import OrgConfig, ProgramConfig, normalize_instance_type
 from sandbox import moto_support
 
@@ -43,7 +44,6 @@ Backend = Literal["hyperpod", "pcluster"]
 
 MAX_CLUSTER_NODES = 64  # keeps the demo snappy: one ListClusterNodes page, one screen of nodes
 GENERIC_CLUSTER_NODES = 8
-ORG_TAG = "pitcrew:org"
 PCLUSTER_VERSION = "3.12.0"
 CONTROLLER_GROUP = "controller-machine"
 CONTROLLER_TYPE = "ml.m5.12xlarge"

@@ -20,21 +20,21 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import httpx
 from botocore.exceptions import BotoCoreError, ClientError
 
 from bot.clusters.accounts import AwsAccounts
-from bot.clusters.hyperpod import GroupNotFound, HyperPodBackend, NodeBatchResult
-from bot.clusters.model import Backend, Cluster, ClusterBackend, ClusterNotFound
+from bot.clusters.backend import Capabilities, ClusterBackend, GroupNotFound, NodeBatchResult, ResizePlan, Unsupported
+from bot.clusters.hyperpod import HyperPodBackend
+from bot.clusters.model import Backend, Cluster, ClusterNotFound
 from bot.clusters.parallelcluster import (
     ParallelClusterApiBackend,
     ParallelClusterApiError,
     ParallelClusterEc2Backend,
-    QueueResize,
-    resize_queue,
 )
+from bot.clusters.requests import LaunchRequest
 from bot.config import OrgConfig, ProgramConfig
 
 log = logging.getLogger(__name__)
@@ -115,6 +115,8 @@ def describe_error(error: BaseException) -> str:
         return f"{error}: `/cluster list all` shows the orgs"
     if isinstance(error, GroupNotFound):
         return f"{error} `/cluster status` shows its groups"
+    if isinstance(error, Unsupported):
+        return str(error)
     if isinstance(error, TimeoutError | asyncio.TimeoutError):
         return "timed out"
     if isinstance(error, ParallelClusterApiError):
@@ -254,20 +256,6 @@ class Fleet:
     def _backend(self, org: OrgConfig, backend: Backend) -> ClusterBackend:
         return next(b for b in self.backends(org) if b.backend is backend)
 
-    async def launch(self, org_id: str, backend: Backend, request: dict[str, Any]) -> None:
-        """Create a cluster from a rendered request (HyperPod create_cluster kwargs, or the ParallelCluster
-        {clusterName, clusterConfiguration}); errors are raised for the caller to describe."""
-
-        def create(target: ClusterBackend) -> None:
-            if backend is Backend.HYPERPOD:
-                self._hyperpod(target).create(request=request)
-            else:
-                self._pcluster_api(target).create(
-                    name=request["clusterName"], configuration=request["clusterConfiguration"]
-                )
-
-        await self._change(org_id, backend, create)  # the next listing must show the new cluster
-
     async def _change(self, org_id: str, backend: Backend, work: Callable[[ClusterBackend], T]) -> T:
         """Run one change in a worker thread; whatever happens, the org's cached listing is stale after it."""
         org = self._org(org_id)
@@ -278,81 +266,40 @@ class Fleet:
         finally:
             self._cache.pop(org_id, None)
 
-    @staticmethod
-    def _pcluster_api(target: ClusterBackend) -> ParallelClusterApiBackend:
-        if not isinstance(target, ParallelClusterApiBackend):
-            raise ParallelClusterApiError(
-                400, "this org has no ParallelCluster API (aws.parallelcluster_api), and changing a cluster needs it"
-            )
-        return target
-
-    @staticmethod
-    def _hyperpod(target: ClusterBackend) -> HyperPodBackend:
-        assert isinstance(target, HyperPodBackend)  # callers pass Backend.HYPERPOD
-        return target
-
-    async def plan_queue_resize(
-        self, org_id: str, name: str, *, group: str, count: int
-    ) -> tuple[QueueResize, list[str], ParallelClusterApiError | None]:
-        """A ParallelCluster queue's new configuration, the change set of its dry run (one line per parameter),
-        and ParallelCluster's objection to it or None. Raises GroupNotFound for a queue or compute resource
-        the cluster does not have."""
-
-        def plan(target: ClusterBackend) -> tuple[QueueResize, list[str], ParallelClusterApiError | None]:
-            api = self._pcluster_api(target)
-            resize = resize_queue(api.configuration(name), group=group, count=count)
-            try:
-                changes = api.update(name=name, configuration=resize.configuration, dryrun_only=True)
-            except ParallelClusterApiError as objection:
-                return resize, [], objection
-            lines = [
-                f"{c.get('parameter', '')}: {c.get('currentValue', '')} → {c.get('requestedValue', '')}"
-                for c in changes
-            ]
-            return resize, lines, None
-
+    async def capabilities(self, org_id: str, backend: Backend) -> Capabilities:
+        """What the org's backend can change (made in a worker thread: assuming the role may call STS)."""
         org = self._org(org_id)
-        return await self._in_thread(lambda: plan(self._backend(org, Backend.PCLUSTER)))
+        return await self._in_thread(lambda: self._backend(org, backend).capabilities)
 
-    async def scale(self, org_id: str, backend: Backend, name: str, *, group: str, count: int) -> str:
-        """Set a group's (HyperPod) or queue's (ParallelCluster) node count; AWS's request id where it gives one."""
-
-        def scale(target: ClusterBackend) -> str:
-            if backend is Backend.HYPERPOD:
-                return self._hyperpod(target).scale(name=name, group=group, count=count)
-            api = self._pcluster_api(target)  # fetched again: the configuration may have changed since the plan
-            resize = resize_queue(api.configuration(name), group=group, count=count)
-            api.update(name=name, configuration=resize.configuration)
-            return ""
-
-        return await self._change(org_id, backend, scale)
-
-    async def node_batch(self, org_id: str, name: str, *, verb: str, node_ids: Sequence[str]) -> NodeBatchResult:
-        """Reboot or replace HyperPod nodes (chunked by the backend); partial failures are in the result."""
-
-        def act(target: ClusterBackend) -> NodeBatchResult:
-            hyperpod = self._hyperpod(target)
-            run = hyperpod.replace_nodes if verb == "replace" else hyperpod.reboot_nodes
-            return run(name=name, node_ids=node_ids)
-
-        return await self._change(org_id, Backend.HYPERPOD, act)
-
-    async def compute_fleet(self, org_id: str, name: str, *, status: str) -> None:
-        """Ask a ParallelCluster cluster's compute fleet to START_REQUESTED or STOP_REQUESTED."""
-        await self._change(
-            org_id,
-            Backend.PCLUSTER,
-            lambda target: self._pcluster_api(target).set_compute_fleet(name=name, status=status),
+    async def plan_resize(self, cluster: Cluster, *, group: str, count: int) -> ResizePlan:
+        """What resizing would change (ParallelCluster's dry run); raises GroupNotFound for a group it lacks."""
+        org = self._org(cluster.org)
+        return await self._in_thread(
+            lambda: self._backend(org, cluster.backend).plan_resize(cluster, group=group, count=count)
         )
 
-    async def delete(self, org_id: str, backend: Backend, name: str) -> str:
-        def delete(target: ClusterBackend) -> str:
-            if backend is Backend.HYPERPOD:
-                return self._hyperpod(target).delete(name=name)
-            self._pcluster_api(target).delete(name=name)
-            return ""
+    async def launch(self, org_id: str, backend: Backend, request: LaunchRequest) -> str:
+        return await self._change(org_id, backend, lambda target: target.launch(request))
 
-        return await self._change(org_id, backend, delete)
+    async def resize(self, org_id: str, backend: Backend, name: str, *, group: str, count: int) -> str:
+        return await self._change(org_id, backend, lambda target: target.resize(name=name, group=group, count=count))
+
+    async def node_batch(
+        self, org_id: str, backend: Backend, name: str, *, replace: bool, node_ids: Sequence[str]
+    ) -> NodeBatchResult:
+        """Reboot or replace nodes (chunked by the backend); partial failures are in the result."""
+
+        def act(target: ClusterBackend) -> NodeBatchResult:
+            run = target.replace_nodes if replace else target.reboot_nodes
+            return run(name=name, node_ids=node_ids)
+
+        return await self._change(org_id, backend, act)
+
+    async def stop_fleet(self, org_id: str, backend: Backend, name: str) -> None:
+        await self._change(org_id, backend, lambda target: target.stop_fleet(name=name))
+
+    async def delete(self, org_id: str, backend: Backend, name: str) -> str:
+        return await self._change(org_id, backend, lambda target: target.delete(name=name))
 
     async def get(self, org_id: str, backend: Backend, name: str) -> Cluster | None:
         """One cluster as AWS says it now (no cache), or None when it does not exist."""

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
 
+from bot.clusters.backend import Capabilities, GroupNotFound, NodeBatchResult, ResizePlan, Unsupported
 from bot.clusters.model import (
+    ORG_TAG,
     Backend,
     Cluster,
     ClusterNotFound,
@@ -16,32 +17,14 @@ from bot.clusters.model import (
     Node,
     hyperpod_node_health,
 )
+from bot.clusters.requests import LaunchRequest, NodeFailure
 
-ORG_TAG = "pitcrew:org"
+__all__ = ["ORG_TAG", "GroupNotFound", "HyperPodBackend", "NodeBatchResult", "NodeFailure"]  # older import paths
 PAGE_SIZE = 100  # the API's maximum; fewer round trips for big clusters
 
 
 def _missing(error: ClientError) -> bool:
     return error.response.get("Error", {}).get("Code") in ("ResourceNotFound", "ResourceNotFoundException")
-
-
-@dataclass(frozen=True)
-class NodeFailure:
-    node_id: str
-    code: str  # ErrorCode (reboot/replace) or Code (delete) as AWS gave it
-    message: str
-
-
-@dataclass(frozen=True)
-class NodeBatchResult:
-    successful: tuple[str, ...]
-    failed: tuple[NodeFailure, ...]
-    request_ids: tuple[str, ...]  # ResponseMetadata.RequestId of each call (for the audit log)
-
-
-class GroupNotFound(Exception):
-    """A group (HyperPod instance group, ParallelCluster queue or queue/resource) the cluster does not have;
-    str() is a sentence naming it and the groups that exist."""
 
 
 def _request_id(response: dict[str, Any]) -> str:
@@ -76,6 +59,7 @@ def _fit(value: Any, shape: Any) -> Any:
 
 class HyperPodBackend:
     backend = Backend.HYPERPOD
+    capabilities = Capabilities(changes=True, node_actions=True, fleet=False)
 
     def __init__(self, *, org_id: str, sagemaker: Any, shared_account: bool = False) -> None:
         self._org = org_id
@@ -101,11 +85,28 @@ class HyperPodBackend:
             raise ClusterNotFound(name)
         return cluster
 
-    def create(self, *, request: dict[str, Any]) -> str:
+    def launch(self, request: LaunchRequest) -> str:
         """create_cluster with the rendered request; its ClusterArn."""
-        return str(self._client.create_cluster(**request)["ClusterArn"])
+        if request.create_cluster is None:
+            raise Unsupported("a HyperPod cluster is created from create_cluster arguments, not a YAML")
+        return str(self._client.create_cluster(**request.create_cluster)["ClusterArn"])
 
-    def scale(self, *, name: str, group: str, count: int) -> str:
+    def plan_resize(self, cluster: Cluster, *, group: str, count: int) -> ResizePlan:
+        """From the cluster as listed: UpdateCluster has no dry run to ask."""
+        found = next((g for g in cluster.groups if g.name == group), None)
+        if found is None:
+            names = ", ".join(f"`{g.name}`" for g in cluster.groups) or "none"
+            raise GroupNotFound(f"`{cluster.name}` has no instance group `{group}`; its groups: {names}.")
+        before = found.target if found.target is not None else found.current
+        return ResizePlan(before=before, instance_type=found.instance_type)
+
+    def stop_fleet(self, *, name: str) -> None:
+        raise Unsupported("a HyperPod cluster has no compute fleet to stop")
+
+    def start_fleet(self, *, name: str) -> None:
+        raise Unsupported("a HyperPod cluster has no compute fleet to start")
+
+    def resize(self, *, name: str, group: str, count: int) -> str:
         """UpdateCluster with the group's whole spec as described, at `count` instances; the RequestId.
 
         The whole spec because UpdateCluster requires ExecutionRole (and the docs do not say what an omitted

@@ -9,7 +9,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Protocol
 
 
 class Backend(StrEnum):
@@ -19,6 +18,71 @@ class Backend(StrEnum):
     @property
     def label(self) -> str:
         return "HyperPod" if self is Backend.HYPERPOD else "ParallelCluster"
+
+
+ORG_TAG = "pitcrew:org"  # the tag saying which org a cluster (and its instances) belongs to
+
+
+class Phase(StrEnum):
+    """Where a cluster is in its life, the same for both backends (each backend's words mapped below, once)."""
+
+    CREATING = "creating"
+    UPDATING = "updating"
+    READY = "ready"
+    DELETING = "deleting"
+    DELETED = "deleted"
+    FAILED = "failed"
+    OTHER = "other"  # a word no table knows, or ParallelCluster seen through EC2 with its head node not running
+
+
+class FleetPhase(StrEnum):
+    """A ParallelCluster compute fleet; NONE where there is none to speak of (HyperPod, no API)."""
+
+    NONE = "none"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+
+
+# HyperPod ClusterStatus and ParallelCluster clusterStatus ("RUNNING" is the EC2 backend's own word: the head
+# node runs). A ParallelCluster word ending in _FAILED is FAILED whatever comes before it.
+_PHASES = {
+    Backend.HYPERPOD: {
+        "Creating": Phase.CREATING,
+        "Updating": Phase.UPDATING,
+        "SystemUpdating": Phase.UPDATING,
+        "InService": Phase.READY,
+        "Deleting": Phase.DELETING,
+        "Failed": Phase.FAILED,
+        "RollingBack": Phase.FAILED,
+    },
+    Backend.PCLUSTER: {
+        "CREATE_IN_PROGRESS": Phase.CREATING,
+        "UPDATE_IN_PROGRESS": Phase.UPDATING,
+        "CREATE_COMPLETE": Phase.READY,
+        "UPDATE_COMPLETE": Phase.READY,
+        "RUNNING": Phase.READY,
+        "DELETE_IN_PROGRESS": Phase.DELETING,
+        "DELETE_COMPLETE": Phase.DELETED,
+    },
+}
+_FLEET_PHASES = {
+    "START_REQUESTED": FleetPhase.RUNNING,
+    "STARTING": FleetPhase.RUNNING,
+    "RUNNING": FleetPhase.RUNNING,
+    "PROTECTED": FleetPhase.RUNNING,
+    "STOP_REQUESTED": FleetPhase.STOPPING,
+    "STOPPING": FleetPhase.STOPPING,
+    "STOPPED": FleetPhase.STOPPED,
+}
+# Node words (EC2 state, HyperPod instance status) for an instance on its way out or gone.
+_LEAVING = frozenset({"shutting-down", "terminated", "ShuttingDown"})
+
+
+def cluster_phase(backend: Backend, status: str) -> Phase:
+    if backend is Backend.PCLUSTER and status.endswith("_FAILED"):
+        return Phase.FAILED
+    return _PHASES[backend].get(status, Phase.OTHER)
 
 
 class Health(StrEnum):
@@ -60,6 +124,11 @@ class Node:
     launch_time: datetime | None = None
     message: str = ""
 
+    @property
+    def leaving(self) -> bool:
+        """Shutting down or terminated (EC2 lists a terminated instance for a while)."""
+        return self.status in _LEAVING
+
 
 @dataclass(frozen=True)
 class InstanceGroup:
@@ -89,6 +158,14 @@ class Cluster:
         return f"{self.org}/{self.name}"
 
     @property
+    def phase(self) -> Phase:
+        return cluster_phase(self.backend, self.status)
+
+    @property
+    def fleet(self) -> FleetPhase:
+        return _FLEET_PHASES.get(self.extra.get("compute_fleet", ""), FleetPhase.NONE)
+
+    @property
     def healthy(self) -> int:
         return sum(1 for node in self.nodes if node.health is Health.HEALTHY)
 
@@ -105,17 +182,3 @@ class Cluster:
 
 class ClusterNotFound(Exception):
     pass
-
-
-class ClusterBackend(Protocol):
-    """One org's clusters on one backend. Synchronous: callers run it in worker threads (boto3 is sync)."""
-
-    backend: Backend
-
-    def list_clusters(self) -> list[Cluster]:
-        """Every cluster with its groups and nodes."""
-        ...
-
-    def get_cluster(self, name: str) -> Cluster:
-        """One cluster with its groups and nodes; raise ClusterNotFound when it does not exist."""
-        ...

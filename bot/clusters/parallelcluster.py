@@ -13,10 +13,10 @@ import random
 import re
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import quote, urlencode
 
 import httpx
@@ -24,8 +24,9 @@ import yaml
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 
-from bot.clusters.hyperpod import GroupNotFound
+from bot.clusters.backend import Capabilities, GroupNotFound, NodeBatchResult, ResizePlan, Unsupported
 from bot.clusters.model import (
+    ORG_TAG,
     Backend,
     Cluster,
     ClusterNotFound,
@@ -33,11 +34,17 @@ from bot.clusters.model import (
     Node,
     pcluster_node_health,
 )
+from bot.clusters.requests import LaunchRequest
+
+# Slurm on ParallelCluster replaces unhealthy static nodes itself; one node is rebooted on the head node.
+NO_NODE_ACTIONS = (
+    "is a ParallelCluster cluster, where Slurm replaces unhealthy static nodes itself "
+    "(or reboot one with `scontrol reboot` on the head node)."
+)
 
 NAME_TAG = "parallelcluster:cluster-name"
 NODE_TYPE_TAG = "parallelcluster:node-type"
 QUEUE_TAG = "parallelcluster:queue-name"
-ORG_TAG = "pitcrew:org"
 STATUS_BATCH = 100  # describe_instance_status takes at most 100 ids per call
 _NODE_TYPE_FROM_TAG = {"Compute": "ComputeNode", "": "ComputeNode"}
 EC2_NOTE = "Seen through EC2 tags: this org has no ParallelCluster API, so status and targets are estimates."
@@ -225,6 +232,9 @@ class ParallelClusterApiBackend:
     """Through the org's ParallelCluster API; EC2 only for status checks."""
 
     backend = Backend.PCLUSTER
+    capabilities = Capabilities(
+        changes=True, node_actions=False, fleet=True, dry_run_resize=True, why_no_node_actions=NO_NODE_ACTIONS
+    )
 
     def __init__(
         self,
@@ -319,6 +329,48 @@ class ParallelClusterApiBackend:
         if created.status_code != 202:
             raise _api_error(created)
 
+    def launch(self, request: LaunchRequest) -> str:
+        if request.configuration is None:
+            raise Unsupported("a ParallelCluster cluster is created from its YAML configuration")
+        self.create(name=request.name, configuration=request.configuration)
+        return ""
+
+    def plan_resize(self, cluster: Cluster, *, group: str, count: int) -> ResizePlan:
+        """The queue's new configuration checked by a dry run; its objection, if any, is in the plan."""
+        resize = resize_queue(self.configuration(cluster.name), group=group, count=count)
+        try:
+            changes = self.update(name=cluster.name, configuration=resize.configuration, dryrun_only=True)
+        except ParallelClusterApiError as objection:
+            return ResizePlan(
+                before=resize.before,
+                instance_type=resize.instance_type,
+                objection=objection,
+                reasons=objection.update_errors,
+                needs_fleet_stop=objection.needs_fleet_stop,
+            )
+        lines = tuple(
+            f"{c.get('parameter', '')}: {c.get('currentValue', '')} → {c.get('requestedValue', '')}" for c in changes
+        )
+        return ResizePlan(before=resize.before, instance_type=resize.instance_type, change_set=lines)
+
+    def resize(self, *, name: str, group: str, count: int) -> str:
+        # The configuration is fetched again: it may have changed since the plan.
+        resize = resize_queue(self.configuration(name), group=group, count=count)
+        self.update(name=name, configuration=resize.configuration)
+        return ""
+
+    def reboot_nodes(self, *, name: str, node_ids: Sequence[str]) -> NodeBatchResult:
+        raise Unsupported(f"`{name}` {NO_NODE_ACTIONS}")
+
+    def replace_nodes(self, *, name: str, node_ids: Sequence[str]) -> NodeBatchResult:
+        raise Unsupported(f"`{name}` {NO_NODE_ACTIONS}")
+
+    def stop_fleet(self, *, name: str) -> None:
+        self.set_compute_fleet(name=name, status="STOP_REQUESTED")
+
+    def start_fleet(self, *, name: str) -> None:
+        self.set_compute_fleet(name=name, status="START_REQUESTED")
+
     def configuration(self, name: str) -> str:
         """The cluster's current configuration YAML, from DescribeCluster's clusterConfiguration.url."""
         return self._configuration_text(self._described(name), name)
@@ -385,14 +437,15 @@ class ParallelClusterApiBackend:
         if not 200 <= response.status_code < 300:
             raise _api_error(response)
 
-    def delete(self, *, name: str) -> None:
-        """DELETE /v3/clusters/{name}: 202, the cluster goes DELETE_IN_PROGRESS."""
+    def delete(self, *, name: str) -> str:
+        """DELETE /v3/clusters/{name}: 202, the cluster goes DELETE_IN_PROGRESS. No request id to return."""
         self._check_ours(name)
         response = self._send("DELETE", f"/v3/clusters/{quote(name, safe='')}")
         if response.status_code == 404:
             raise ClusterNotFound(name)
         if response.status_code != 202:
             raise _api_error(response)
+        return ""
 
     def _paged(self, path: str, key: str, params: dict[str, str] | None = None) -> Iterator[dict[str, Any]]:
         token: str | None = None
@@ -466,7 +519,7 @@ class ParallelClusterApiBackend:
 
 
 class ParallelClusterEc2Backend:
-    """For an org with no ParallelCluster API: clusters are the EC2 instances that carry its tags."""
+    """For an org with no ParallelCluster API: clusters are the EC2 instances that carry its tags. Read only."""
 
     backend = Backend.PCLUSTER
 
@@ -474,6 +527,41 @@ class ParallelClusterEc2Backend:
         self._org = org_id
         self._ec2 = ec2
         self._check_tag = shared_account
+        self.capabilities = Capabilities(
+            changes=False,
+            node_actions=False,
+            fleet=False,
+            why_no_node_actions=NO_NODE_ACTIONS,
+            why_not=f"`{org_id}` has no ParallelCluster API in the program file (aws.parallelcluster_api), and "
+            "changing a ParallelCluster cluster goes through it; ask a program admin to add it.",
+        )
+
+    def _refuse(self) -> NoReturn:
+        raise Unsupported(self.capabilities.why_not)
+
+    def launch(self, request: LaunchRequest) -> str:
+        self._refuse()
+
+    def plan_resize(self, cluster: Cluster, *, group: str, count: int) -> ResizePlan:
+        self._refuse()
+
+    def resize(self, *, name: str, group: str, count: int) -> str:
+        self._refuse()
+
+    def reboot_nodes(self, *, name: str, node_ids: Sequence[str]) -> NodeBatchResult:
+        self._refuse()
+
+    def replace_nodes(self, *, name: str, node_ids: Sequence[str]) -> NodeBatchResult:
+        self._refuse()
+
+    def delete(self, *, name: str) -> str:
+        self._refuse()
+
+    def stop_fleet(self, *, name: str) -> None:
+        self._refuse()
+
+    def start_fleet(self, *, name: str) -> None:
+        self._refuse()
 
     def _instances(self, name: str | None = None) -> dict[str, list[tuple[dict[str, Any], dict[str, str]]]]:
         """Instances per cluster name, each with its tags as a dict."""

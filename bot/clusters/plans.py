@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.clusters.model import Backend, Cluster
+from bot.clusters.requests import LaunchRequest
 from bot.clusters.templates import (
     ParameterError,
     PriceTable,
@@ -63,6 +64,10 @@ class LaunchPlan:
     request: dict[str, Any] | None  # HyperPod create_cluster kwargs
     cluster_yaml: str | None  # ParallelCluster clusterConfiguration
 
+    @property
+    def launch_request(self) -> LaunchRequest:
+        return LaunchRequest(name=self.name, create_cluster=self.request, configuration=self.cluster_yaml)
+
 
 def held_instances(clusters: Iterable[Cluster]) -> Counter[str]:
     """Instances an org holds or has asked for, per type without the ml. prefix, across both backends.
@@ -73,9 +78,7 @@ def held_instances(clusters: Iterable[Cluster]) -> Counter[str]:
     held: Counter[str] = Counter()
     for cluster in clusters:
         counted: Counter[tuple[str, str]] = Counter(
-            (node.group, normalize_instance_type(node.instance_type))
-            for node in cluster.nodes
-            if node.status not in ("terminated", "shutting-down")
+            (node.group, normalize_instance_type(node.instance_type)) for node in cluster.nodes if not node.leaving
         )
         for group in cluster.groups:
             if group.target is not None:

@@ -8,28 +8,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
 
-from bot.clusters.model import Cluster, Health
+from bot.clusters.model import Cluster, FleetPhase, Health, Phase
+from bot.clusters.requests import (  # Kind re-exported: callers import it from here
+    ChangeRequest,
+    Kind,
+    NodeRequest,
+    ScaleRequest,
+    StopFleetRequest,
+)
 
 MISSING_POLLS = 10  # a cluster not seen after this many polls is reported as lost
 QUIET_REBOOT_POLLS = 10  # nodes Running all along after this many polls: the reboot was too quick to see
-SETTLED = frozenset({"InService", "CREATE_COMPLETE", "UPDATE_COMPLETE"})
-STOPPED_FLEET = frozenset({"STOP_REQUESTED", "STOPPING", "STOPPED"})
-BROKEN = frozenset({"Failed", "RollingBack", "CREATE_FAILED", "UPDATE_FAILED", "DELETE_FAILED"})
-
-
-class Kind(StrEnum):
-    LAUNCH = "launch"
-    SCALE = "scale"
-    REBOOT = "reboot"
-    REPLACE = "replace"
-    DELETE = "delete"
-    STOP_FLEET = "stop_fleet"
-
-    @property
-    def noun(self) -> str:
-        return {Kind.STOP_FLEET: "compute fleet stop"}.get(self, self.value)
 
 
 class State(StrEnum):
@@ -51,7 +41,7 @@ class Verdict:
     reason: str = ""  # why it failed, or what finishing means ("the cluster is gone")
 
 
-def judge(kind: Kind, request: dict[str, Any], cluster: Cluster | None, watch: Watch) -> Verdict:
+def judge(kind: Kind, request: ChangeRequest, cluster: Cluster | None, watch: Watch) -> Verdict:
     watch.polls += 1
     if cluster is None:
         if kind is Kind.DELETE:
@@ -61,64 +51,68 @@ def judge(kind: Kind, request: dict[str, Any], cluster: Cluster | None, watch: W
             return Verdict(State.FAILED, "the cluster disappeared")
         return Verdict(State.GOING)
     watch.missing = 0
-    if cluster.status in BROKEN or (kind is Kind.LAUNCH and cluster.status.startswith("DELETE")):
+    phase = cluster.phase
+    if phase is Phase.FAILED or (kind is Kind.LAUNCH and phase in (Phase.DELETING, Phase.DELETED)):
         return Verdict(State.FAILED, cluster.failure_message or cluster.status)
     if kind is Kind.LAUNCH:
-        return Verdict(State.DONE if cluster.status in ("InService", "CREATE_COMPLETE") else State.GOING)
+        return Verdict(State.DONE if phase is Phase.READY else State.GOING)
     if kind is Kind.DELETE:
-        return Verdict(State.DONE if cluster.status == "DELETE_COMPLETE" else State.GOING, "the cluster is gone")
-    if kind is Kind.STOP_FLEET:
-        if cluster.extra.get("compute_fleet") != "STOPPED":
+        return Verdict(State.DONE if phase is Phase.DELETED else State.GOING, "the cluster is gone")
+    if isinstance(request, StopFleetRequest):
+        if cluster.fleet is not FleetPhase.STOPPED:
             return Verdict(State.GOING)
-        then = request.get("then")
+        then = request.then
         return Verdict(State.DONE, f"the compute fleet is stopped; now run `{then}` again" if then else "")
-    if kind is Kind.SCALE:
+    if isinstance(request, ScaleRequest):
         return _scaled(request, cluster)
-    return _nodes_back(kind, request, cluster, watch)
+    if isinstance(request, NodeRequest):
+        return _nodes_back(kind, request, cluster, watch)
+    raise TypeError(f"a {kind.value} change with a {type(request).__name__}")
 
 
-def _scaled(request: dict[str, Any], cluster: Cluster) -> Verdict:
-    queue = str(request["group"]).split("/")[0]
+def _scaled(request: ScaleRequest, cluster: Cluster) -> Verdict:
+    queue = request.group.split("/")[0]
     group = next(
         (
             g
             for g in cluster.groups
-            if g.name == queue and g.instance_type == request.get("instance_type", g.instance_type)
+            if g.name == queue and g.instance_type == (request.instance_type or g.instance_type)
         ),
         None,
     )
-    if group is None or cluster.status not in SETTLED:
+    if group is None or cluster.phase is not Phase.READY:
         return Verdict(State.GOING)
-    if cluster.extra.get("compute_fleet") in STOPPED_FLEET:
+    if cluster.fleet in (FleetPhase.STOPPING, FleetPhase.STOPPED):
         return Verdict(State.DONE, "the compute fleet is stopped: the nodes come up when it is started")
     if group.target is None:
-        settled = group.current == request["count"]
-    elif "/" in str(request["group"]):  # one compute resource of a queue that has several: the queue's sum moves
+        settled = group.current == request.count
+    elif "/" in request.group:  # one compute resource of a queue that has several: the queue's sum moves
         settled = group.current == group.target
     else:  # the target must be the one asked for: an unchanged group (before AWS took the change) is not done
-        settled = group.current == group.target == request["count"]
+        settled = group.current == group.target == request.count
     return Verdict(State.DONE if settled else State.GOING)
 
 
-def _nodes_back(kind: Kind, request: dict[str, Any], cluster: Cluster, watch: Watch) -> Verdict:
-    acted_on = [str(node_id) for node_id in request.get("successful", [])]
+def _nodes_back(kind: Kind, request: NodeRequest, cluster: Cluster, watch: Watch) -> Verdict:
+    acted_on = list(request.successful or ())
     nodes = {node.node_id: node for node in cluster.nodes}
-    groups = set(request.get("groups", []))
-    before = set(request.get("before_ids", []))
+    groups = set(request.groups)
+    before = set(request.before_ids)
     fresh = [node for node in cluster.nodes if node.group in groups and node.node_id not in before]
     broken = [node for node in fresh if node.health is Health.UNHEALTHY]
     if broken:
         node = broken[0]
         return Verdict(State.FAILED, f"new node {node.node_id} is {node.status}: {node.message or 'no message'}")
+    # HyperPod nodes (the only ones rebooted or replaced here) are healthy exactly when Running.
     if kind is Kind.REBOOT:
         for node_id in acted_on:
-            if node_id not in nodes or nodes[node_id].status != "Running":
+            if node_id not in nodes or nodes[node_id].health is not Health.HEALTHY:
                 watch.seen_away.add(node_id)
-        back = all(node_id in nodes and nodes[node_id].status == "Running" for node_id in acted_on)
+        back = all(node_id in nodes and nodes[node_id].health is Health.HEALTHY for node_id in acted_on)
         seen = watch.seen_away.issuperset(acted_on) or watch.polls >= QUIET_REBOOT_POLLS
         return Verdict(State.DONE if back and seen else State.GOING)
     # Replaced: the old instances are gone and as many new ones run in their groups. Other nodes of the group
     # are not waited for: one that was failing before has nothing to do with this replacement.
     gone = not any(node_id in nodes for node_id in acted_on)
-    running = sum(1 for node in fresh if node.status == "Running")
+    running = sum(1 for node in fresh if node.health is Health.HEALTHY)
     return Verdict(State.DONE if gone and running >= len(acted_on) else State.GOING)

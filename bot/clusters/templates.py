@@ -22,10 +22,10 @@ from typing import Any, Literal, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from bot.clusters.model import ORG_TAG
 from bot.config import known_instance_types, normalize_instance_type
 
 PRICES_FILE = "prices.yaml"
-ORG_TAG = "pitcrew:org"
 TEMPLATE_TAG = "pitcrew:template"
 COUNT = "count"  # the parameter that sizes the accelerated group; `instance_count: count` refers to it
 

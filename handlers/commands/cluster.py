@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from datetime import timedelta
 from logging import Logger
@@ -11,11 +10,8 @@ from typing import Any
 from slack_bolt.context.ack.async_ack import AsyncAck
 
 from bot.access import NOT_A_MEMBER, Action
-from bot.clusters.fleet import OrgClusters, describe_error
-from bot.clusters.hyperpod import GroupNotFound
-from bot.clusters.model import Backend, Cluster
-from bot.clusters.plans import PlanRefused, plan_launch, plan_scale
-from bot.clusters.progress import Kind
+from bot.clusters.changes import Changes, ClusterBusy, FleetStopOffered, NotPlanned, Shown
+from bot.clusters.model import Cluster
 from bot.commands import (
     NEEDS,
     USAGE,
@@ -169,48 +165,24 @@ async def _launch_plan(services: Services, parsed: LaunchCluster, *, user_id: st
     refusal = org_refusal(services, user_id=user_id, action=Action.OPERATE, org_id=org_id)
     if refusal:
         return refusal
-    org = services.program.org(org_id)
-    if org is None:  # visible, so in the program: only a program file changed under us gets here
-        return Answer(blocks.refusal(NOT_A_MEMBER), Outcome.REFUSED, org_id, "org not in the program")
-    template = services.templates.get(parsed.template)
-    if template is None:
-        known = ", ".join(f"`{t}`" for t in services.templates.ids)
-        error = UsageError(f"There is no template `{parsed.template}`; the templates are {known}.", USAGE["launch"])
-        return Answer(blocks.usage_error(error), Outcome.INVALID, org_id, error.message)
-    (listing,) = await services.fleet.list_orgs([org_id])
-    if listing.errors:
-        # Quota cannot be checked without knowing what the org holds: say so rather than guess.
-        reason = "Cannot check the quota: " + "; ".join(listing.errors)
-        return Answer(blocks.problem(reason), Outcome.FAILED, org_id, reason)
     try:
-        plan = plan_launch(
-            template,
-            org=org,
+        planned = await changes_of(services).launch(
+            org_id=org_id,
+            template_id=parsed.template,
             name=parsed.name,
-            given=dict(parsed.params),
+            params=dict(parsed.params),
             count=parsed.count,
-            clusters=listing.clusters,
-            prices=services.templates.prices,
+            dry_run=parsed.dry_run,
+            user_id=user_id,
+            channel_id=channel_id,
         )
-    except PlanRefused as refused:
-        if refused.bad_input:
-            error = UsageError(str(refused), USAGE["launch"])
-            return Answer(blocks.usage_error(error), Outcome.INVALID, org_id, error.message)
-        return Answer(blocks.refusal(str(refused)), Outcome.REFUSED, org_id, str(refused))
-    if parsed.dry_run:
-        return Answer(blocks.launch_plan(plan), org_id=org_id, detail=f"dry run of {template.key}")
-    operation = await services.operations.propose(
-        kind=Kind.LAUNCH,
-        org_id=org_id,
-        backend=Backend(template.backend),
-        cluster_name=plan.name,
-        template=template.key,
-        request=plan.request or {"clusterName": plan.name, "clusterConfiguration": plan.cluster_yaml},
-        user_id=user_id,
-        channel_id=channel_id,
-    )
-    reply = blocks.launch_plan(plan, operation_id=operation.id)
-    return Answer(reply, org_id=org_id, detail=f"launch of {template.key} proposed as {operation.id}")
+    except NotPlanned as not_planned:
+        return _not_planned(not_planned, USAGE["launch"])
+    key = planned.plan.template.key
+    if planned.operation_id is None:
+        return Answer(blocks.launch_plan(planned.plan), org_id=org_id, detail=f"dry run of {key}")
+    reply = blocks.launch_plan(planned.plan, operation_id=planned.operation_id)
+    return Answer(reply, org_id=org_id, detail=f"launch of {key} proposed as {planned.operation_id}")
 
 
 async def _audit(services: Services, parsed: ShowAudit, *, user_id: str, channel_id: str) -> Answer:
@@ -245,12 +217,26 @@ async def _audit(services: Services, parsed: ShowAudit, *, user_id: str, channel
     return Answer(reply, org_id=org_id)
 
 
-def _invalid(message: str, usage: str, org_id: str | None = None) -> Answer:
-    error = UsageError(message, usage)
-    return Answer(blocks.usage_error(error), Outcome.INVALID, org_id, error.message)
+def changes_of(services: Services) -> Changes:
+    return Changes(
+        fleet=services.fleet, operations=services.operations, program=services.program, templates=services.templates
+    )
 
 
-async def _cluster_to_change(services: Services, ref: ClusterRef, *, user_id: str) -> Cluster | Answer:
+def _not_planned(not_planned: NotPlanned, usage: str) -> Answer:
+    org_id, detail = not_planned.org_id, not_planned.detail
+    if not_planned.shown is Shown.USAGE:
+        error = UsageError(not_planned.message, usage)
+        return Answer(blocks.usage_error(error), not_planned.outcome, org_id, error.message)
+    shown = blocks.refusal if not_planned.shown is Shown.REFUSAL else blocks.problem
+    return Answer(shown(not_planned.message), not_planned.outcome, org_id, detail)
+
+
+def _busy(busy: ClusterBusy, org_id: str) -> Answer:
+    return Answer(blocks.problem(blocks.busy_text(busy.running)), Outcome.REFUSED, org_id, "cluster busy")
+
+
+async def _cluster_to_change(services: Services, ref: ClusterRef, *, user_id: str, usage: str) -> Cluster | Answer:
     """The one cluster `ref` names that the user may change and that is not already changing, or the answer
     saying why not. Clusters the user may not see get the same answer as clusters that do not exist."""
     found = await _find_cluster(services, ref, user_id=user_id, missing=Outcome.INVALID)
@@ -260,159 +246,74 @@ async def _cluster_to_change(services: Services, ref: ClusterRef, *, user_id: st
     decision = services.access.decide(user_id=user_id, action=Action.OPERATE, org_id=cluster.org)
     if not decision.allowed:
         return Answer(blocks.refusal(decision.reason), Outcome.REFUSED, cluster.org, decision.reason)
-    if cluster.backend is Backend.PCLUSTER and cluster.note:
-        reason = (
-            f"`{cluster.org}` has no ParallelCluster API in the program file (aws.parallelcluster_api), and "
-            "changing a ParallelCluster cluster goes through it; ask a program admin to add it."
-        )
-        return Answer(blocks.refusal(reason), Outcome.REFUSED, cluster.org, reason)
-    busy = await services.operations.busy(org_id=cluster.org, backend=cluster.backend, cluster_name=cluster.name)
-    if busy is not None:
-        return Answer(blocks.problem(blocks.busy_text(busy)), Outcome.REFUSED, cluster.org, "cluster busy")
+    try:
+        await changes_of(services).check_changeable(cluster)
+    except NotPlanned as not_planned:
+        return _not_planned(not_planned, usage)
+    except ClusterBusy as busy:
+        return _busy(busy, cluster.org)
     return cluster
 
 
-async def _propose(
-    services: Services, kind: Kind, cluster: Cluster, request: dict[str, Any], *, user_id: str, channel_id: str
-) -> str:
-    operation = await services.operations.propose(
-        kind=kind,
-        org_id=cluster.org,
-        backend=cluster.backend,
-        cluster_name=cluster.name,
-        request=request,
-        user_id=user_id,
-        channel_id=channel_id,
-    )
-    return operation.id
-
-
 async def _scale_plan(services: Services, parsed: ScaleGroup, *, user_id: str, channel_id: str) -> Answer:
-    found = await _cluster_to_change(services, parsed.cluster, user_id=user_id)
+    usage = USAGE["scale"]
+    found = await _cluster_to_change(services, parsed.cluster, user_id=user_id, usage=usage)
     if isinstance(found, Answer):
         return found
-    cluster, usage = found, USAGE["scale"]
-    objection = None
-    change_set: list[str] = []
-    # The org's whole listing is needed only to check the quota of a growing group; on ParallelCluster,
-    # where the current count is known only from the configuration, it is fetched alongside it.
-    listing_task: asyncio.Task[list[OrgClusters]] | None = None
-    if cluster.backend is Backend.HYPERPOD:
-        group = next((g for g in cluster.groups if g.name == parsed.group), None)
-        if group is None:
-            names = ", ".join(f"`{g.name}`" for g in cluster.groups) or "none"
-            return _invalid(f"`{cluster.name}` has no instance group `{parsed.group}`; its groups: {names}.", usage)
-        before, instance_type = (group.target if group.target is not None else group.current), group.instance_type
-    else:
-        listing_task = asyncio.create_task(services.fleet.list_orgs([cluster.org]))
-        try:
-            resize, change_set, objection = await services.fleet.plan_queue_resize(
-                cluster.org, cluster.name, group=parsed.group, count=parsed.count
-            )
-        except Exception as error:
-            await listing_task  # not cancelled: a listing in flight may be shared with another command
-            if isinstance(error, GroupNotFound):
-                return _invalid(str(error), usage, cluster.org)
-            reason = describe_error(error)
-            problem = blocks.problem(f"Could not read `{cluster.ref}`'s configuration: {reason}")
-            return Answer(problem, Outcome.FAILED, cluster.org, reason)
-        before, instance_type = resize.before, resize.instance_type
-    held: list[Cluster] = []
-    if parsed.count > before or listing_task is not None:
-        (listing,) = await (listing_task or services.fleet.list_orgs([cluster.org]))
-        if listing.errors and parsed.count > before:
-            reason = "Cannot check the quota: " + "; ".join(listing.errors)
-            return Answer(blocks.problem(reason), Outcome.FAILED, cluster.org, reason)
-        held = listing.clusters
-    org = services.program.org(cluster.org)
-    if org is None:  # found in AWS but gone from the program file since the listing
-        return Answer(blocks.refusal(NOT_A_MEMBER), Outcome.REFUSED, cluster.org, "org not in the program")
+    cluster = found
     try:
-        plan = plan_scale(
-            org=org,
-            cluster=cluster,
+        planned = await changes_of(services).scale(
+            cluster,
             group=parsed.group,
-            instance_type=instance_type,
-            before=before,
-            after=parsed.count,
-            clusters=held,
-            prices=services.templates.prices,
-            change_set=change_set,
+            count=parsed.count,
+            dry_run=parsed.dry_run,
+            user_id=user_id,
+            channel_id=channel_id,
         )
-    except PlanRefused as refused:
-        return Answer(blocks.refusal(str(refused)), Outcome.REFUSED, cluster.org, str(refused))
-    if objection is not None:
-        if not objection.needs_fleet_stop:
-            reason = describe_error(objection)
-            return Answer(
-                blocks.problem(f"ParallelCluster refused the change: {reason}"), Outcome.REFUSED, cluster.org, reason
-            )
-        stop_id = None
-        if not parsed.dry_run:
-            then = {"then": f"/cluster scale {cluster.name} {parsed.group} {parsed.count}"}
-            stop_id = await _propose(services, Kind.STOP_FLEET, cluster, then, user_id=user_id, channel_id=channel_id)
+    except NotPlanned as not_planned:
+        return _not_planned(not_planned, usage)
+    if isinstance(planned, FleetStopOffered):
+        stop_id = planned.operation_id
         reply = blocks.fleet_stop_offer(
-            cluster, group=parsed.group, count=parsed.count, reasons=objection.update_errors, operation_id=stop_id
+            cluster, group=planned.group, count=planned.count, reasons=planned.reasons, operation_id=stop_id
         )
         return Answer(reply, org_id=cluster.org, detail=f"shrink needs the fleet stopped; stop offered as {stop_id}")
-    if parsed.dry_run:
-        return Answer(blocks.scale_plan(plan), org_id=cluster.org, detail="dry run")
-    request: dict[str, Any] = {
-        "group": parsed.group,
-        "count": parsed.count,
-        "before": before,
-        "instance_type": instance_type,
-    }
-    operation_id = await _propose(services, Kind.SCALE, cluster, request, user_id=user_id, channel_id=channel_id)
-    return Answer(
-        blocks.scale_plan(plan, operation_id=operation_id), org_id=cluster.org, detail=f"proposed as {operation_id}"
-    )
+    if planned.operation_id is None:
+        return Answer(blocks.scale_plan(planned.plan), org_id=cluster.org, detail="dry run")
+    reply = blocks.scale_plan(planned.plan, operation_id=planned.operation_id)
+    return Answer(reply, org_id=cluster.org, detail=f"proposed as {planned.operation_id}")
 
 
 async def _node_plan(services: Services, parsed: NodeAction, *, user_id: str, channel_id: str) -> Answer:
-    found = await _cluster_to_change(services, parsed.cluster, user_id=user_id)
+    usage = USAGE[parsed.verb]
+    found = await _cluster_to_change(services, parsed.cluster, user_id=user_id, usage=usage)
     if isinstance(found, Answer):
         return found
-    cluster, usage = found, USAGE[parsed.verb]
-    if cluster.backend is not Backend.HYPERPOD:
-        reason = (
-            f"`/cluster {parsed.verb}` acts on HyperPod nodes; `{cluster.ref}` is a ParallelCluster cluster, where "
-            "Slurm replaces unhealthy static nodes itself (or reboot one with `scontrol reboot` on the head node)."
+    try:
+        planned = await changes_of(services).nodes(
+            found,
+            verb=parsed.verb,
+            node_ids=parsed.node_ids,
+            dry_run=parsed.dry_run,
+            user_id=user_id,
+            channel_id=channel_id,
         )
-        return Answer(blocks.problem(reason), Outcome.INVALID, cluster.org, reason)
-    nodes = {node.node_id: node for node in cluster.nodes}
-    unknown = [node_id for node_id in parsed.node_ids if node_id not in nodes]
-    if unknown:
-        listed = ", ".join(f"`{node_id}`" for node_id in unknown[:5])
-        return _invalid(
-            f"{listed} {'is not a node' if len(unknown) == 1 else 'are not nodes'} of `{cluster.ref}`; "
-            f"`/cluster nodes {cluster.name}` lists them.",
-            usage,
-            cluster.org,
-        )
-    selected = [nodes[node_id] for node_id in parsed.node_ids]
-    if parsed.dry_run:
-        return Answer(blocks.node_action_plan(parsed.verb, cluster, selected), org_id=cluster.org, detail="dry run")
-    groups = sorted({node.group for node in selected})
-    request = {
-        "node_ids": list(parsed.node_ids),
-        "groups": groups,
-        "before_ids": [node.node_id for node in cluster.nodes if node.group in groups],
-    }
-    kind = Kind.REPLACE if parsed.verb == "replace" else Kind.REBOOT
-    operation_id = await _propose(services, kind, cluster, request, user_id=user_id, channel_id=channel_id)
-    reply = blocks.node_action_plan(parsed.verb, cluster, selected, operation_id=operation_id)
-    return Answer(reply, org_id=cluster.org, detail=f"proposed as {operation_id}")
+    except NotPlanned as not_planned:
+        return _not_planned(not_planned, usage)
+    reply = blocks.node_action_plan(
+        planned.verb, planned.cluster, list(planned.nodes), operation_id=planned.operation_id
+    )
+    detail = "dry run" if planned.operation_id is None else f"proposed as {planned.operation_id}"
+    return Answer(reply, org_id=found.org, detail=detail)
 
 
 async def _delete_plan(services: Services, parsed: DeleteCluster, *, user_id: str, channel_id: str) -> Answer:
-    found = await _cluster_to_change(services, parsed.cluster, user_id=user_id)
+    found = await _cluster_to_change(services, parsed.cluster, user_id=user_id, usage=USAGE["delete"])
     if isinstance(found, Answer):
         return found
-    operation_id = await _propose(services, Kind.DELETE, found, {}, user_id=user_id, channel_id=channel_id)
-    return Answer(
-        blocks.delete_plan(found, operation_id=operation_id), org_id=found.org, detail=f"proposed as {operation_id}"
-    )
+    planned = await changes_of(services).delete(found, user_id=user_id, channel_id=channel_id)
+    reply = blocks.delete_plan(found, operation_id=planned.operation_id)
+    return Answer(reply, org_id=found.org, detail=f"proposed as {planned.operation_id}")
 
 
 async def _throughput(services: Services, parsed: ShowThroughput, *, user_id: str, channel_id: str) -> Answer:

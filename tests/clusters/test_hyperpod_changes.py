@@ -132,7 +132,7 @@ def test_clients_retry_in_adaptive_mode(seeded_aws: SeededAws) -> None:
 
 def test_scale_up_and_down_sends_the_groups_whole_spec(rig: Rig) -> None:
     with hyperpod_progress(0):  # transitions complete before each call returns
-        request_id = rig.backend.scale(name=CLUSTER, group=WORKERS, count=6)
+        request_id = rig.backend.resize(name=CLUSTER, group=WORKERS, count=6)
         assert request_id
         workers = rig.group(WORKERS)
         assert (workers["TargetCount"], workers["CurrentCount"]) == (6, 6)
@@ -154,7 +154,7 @@ def test_scale_up_and_down_sends_the_groups_whole_spec(rig: Rig) -> None:
         assert rig.moto_group(WORKERS)["ExecutionRole"] == expected["ExecutionRole"]
         assert rig.moto_group(WORKERS)["LifeCycleConfig"] == expected["LifeCycleConfig"]
 
-        rig.backend.scale(name=CLUSTER, group=WORKERS, count=2)
+        rig.backend.resize(name=CLUSTER, group=WORKERS, count=2)
         workers = rig.group(WORKERS)
         assert (workers["TargetCount"], workers["CurrentCount"]) == (2, 2)
         assert rig.calls.of("UpdateCluster")[-1]["InstanceGroups"][0]["InstanceCount"] == 2
@@ -186,22 +186,22 @@ def test_a_spec_without_execution_role_is_refused(rig: Rig) -> None:
 
 def test_scale_while_updating_is_refused_by_aws(rig: Rig) -> None:
     with hyperpod_progress(60):
-        rig.backend.scale(name=CLUSTER, group=WORKERS, count=5)
+        rig.backend.resize(name=CLUSTER, group=WORKERS, count=5)
         assert rig.group(WORKERS)["TargetCount"] == 5
         with pytest.raises(ClientError) as refused:
-            rig.backend.scale(name=CLUSTER, group=WORKERS, count=6)
+            rig.backend.resize(name=CLUSTER, group=WORKERS, count=6)
         assert refused.value.response["Error"]["Code"] == "ConflictException"
 
 
 def test_unknown_group_and_cluster(rig: Rig) -> None:
     with pytest.raises(GroupNotFound) as missing:
-        rig.backend.scale(name=CLUSTER, group="workers", count=2)
+        rig.backend.resize(name=CLUSTER, group="workers", count=2)
     assert str(missing.value) == (
         f"Cluster {CLUSTER} has no instance group workers; its groups: {CONTROLLER}, {WORKERS}."
     )
     assert rig.calls.of("UpdateCluster") == []
     with pytest.raises(ClusterNotFound):
-        rig.backend.scale(name="no-such-cluster", group=WORKERS, count=2)
+        rig.backend.resize(name="no-such-cluster", group=WORKERS, count=2)
     with pytest.raises(ClusterNotFound):
         rig.backend.delete(name="no-such-cluster")
 
@@ -209,7 +209,7 @@ def test_unknown_group_and_cluster(rig: Rig) -> None:
 def test_another_orgs_cluster_in_a_shared_account_is_not_there(rig: Rig) -> None:
     other = HyperPodBackend(org_id="sakura-ai", sagemaker=rig.sagemaker, shared_account=True)
     with pytest.raises(ClusterNotFound):
-        other.scale(name=CLUSTER, group=WORKERS, count=2)
+        other.resize(name=CLUSTER, group=WORKERS, count=2)
     with pytest.raises(ClusterNotFound):
         other.reboot_nodes(name=CLUSTER, node_ids=[rig.node(WORKERS, 0)])
     with pytest.raises(ClusterNotFound):
@@ -218,12 +218,12 @@ def test_another_orgs_cluster_in_a_shared_account_is_not_there(rig: Rig) -> None
     assert rig.calls.of("DeleteCluster") == []
     ours = HyperPodBackend(org_id="kumo-labs", sagemaker=rig.sagemaker, shared_account=True)
     with hyperpod_progress(0):
-        assert ours.scale(name=CLUSTER, group=WORKERS, count=3)
+        assert ours.resize(name=CLUSTER, group=WORKERS, count=3)
 
 
 def test_reboot_30_ids_in_two_chunks_with_partial_failures(rig: Rig) -> None:
     with hyperpod_progress(0):
-        rig.backend.scale(name=CLUSTER, group=WORKERS, count=28)
+        rig.backend.resize(name=CLUSTER, group=WORKERS, count=28)
     workers = [rig.node(WORKERS, index) for index in range(28)]
     busy = workers[26]
     set_hyperpod_node_status(rig.org.aws.account_id, rig.org.aws.region, CLUSTER, busy, "Pending", "Joining")
@@ -249,7 +249,7 @@ def test_reboot_30_ids_in_two_chunks_with_partial_failures(rig: Rig) -> None:
 
 def test_a_chunk_refused_as_a_whole_fails_its_nodes_and_the_others_still_run(rig: Rig) -> None:
     with hyperpod_progress(0):
-        rig.backend.scale(name=CLUSTER, group=WORKERS, count=26)
+        rig.backend.resize(name=CLUSTER, group=WORKERS, count=26)
     workers = [rig.node(WORKERS, index) for index in range(26)]
     asked = [*workers[:25], "not-an-instance-id", workers[25]]  # the second chunk is malformed
     with hyperpod_progress(0):

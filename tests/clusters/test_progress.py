@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from bot.clusters.model import Backend, Cluster, Health, InstanceGroup, Node, hyperpod_node_health
 from bot.clusters.progress import MISSING_POLLS, QUIET_REBOOT_POLLS, Kind, State, Watch, judge
+from bot.clusters.requests import ChangeRequest, LaunchRequest, from_json
+
+
+def typed(kind: Kind, request: Mapping[str, object]) -> ChangeRequest:
+    """The request as Operation.request stores it, read back (a launch's own request is not judged)."""
+    return LaunchRequest(name="c1") if kind is Kind.LAUNCH else from_json(kind, Backend.HYPERPOD, dict(request))
 
 
 def node(node_id: str, status: str = "Running", group: str = "workers", message: str = "") -> Node:
@@ -17,9 +23,9 @@ def hyperpod(status: str, nodes: Iterable[Node] = (), *, current: int = 2, targe
     return Cluster("kumo-labs", "c1", Backend.HYPERPOD, status, groups=groups, nodes=tuple(nodes), extra=dict(extra))
 
 
-def states(kind: Kind, request: dict[str, object], *clusters: Cluster | None) -> list[State]:
+def states(kind: Kind, request: Mapping[str, object], *clusters: Cluster | None) -> list[State]:
     watch = Watch()
-    return [judge(kind, request, cluster, watch).state for cluster in clusters]
+    return [judge(kind, typed(kind, request), cluster, watch).state for cluster in clusters]
 
 
 def test_launch_is_done_in_service_and_failed_with_aws_message() -> None:
@@ -29,7 +35,7 @@ def test_launch_is_done_in_service_and_failed_with_aws_message() -> None:
         State.DONE,
     ]
     failed = Cluster("o", "c", Backend.HYPERPOD, "Failed", failure_message="capacity")
-    assert judge(Kind.LAUNCH, {}, failed, Watch()).reason == "capacity"
+    assert judge(Kind.LAUNCH, typed(Kind.LAUNCH, {}), failed, Watch()).reason == "capacity"
 
 
 def test_a_cluster_never_seen_is_lost_after_enough_polls() -> None:
@@ -78,7 +84,7 @@ def test_replace_is_done_when_the_old_node_is_gone_and_the_group_is_whole_again(
 def test_replace_fails_when_the_new_node_fails() -> None:
     request = {"successful": ["i-00000001"], "groups": ["workers"], "before_ids": ["i-00000001"]}
     broken = hyperpod("InService", [node("i-00000009", "Failure", message="EFA health check failed")])
-    verdict = judge(Kind.REPLACE, request, broken, Watch())
+    verdict = judge(Kind.REPLACE, typed(Kind.REPLACE, request), broken, Watch())
     assert verdict.state is State.FAILED and "i-00000009" in verdict.reason and "EFA" in verdict.reason
     assert broken.nodes[0].health is Health.UNHEALTHY
 

@@ -264,7 +264,7 @@ async def test_an_aws_refusal_at_confirm_is_one_clear_message_and_audited(
     planned = await ask(world, user=ALICE, channel=KUMO, text=f"scale {TRAIN} {WORKERS} 33")
     # Between plan and Confirm, someone changes the cluster outside Pitcrew: it is Updating for a while.
     with hyperpod_progress(60):
-        HyperPodBackend(org_id="kumo-labs", sagemaker=sagemaker(seeded_aws)).scale(name=TRAIN, group=WORKERS, count=31)
+        HyperPodBackend(org_id="kumo-labs", sagemaker=sagemaker(seeded_aws)).resize(name=TRAIN, group=WORKERS, count=31)
     failed = await confirm_and_wait(world, planned, f"Scaling kumo-labs/{TRAIN}")
     assert "Failed: AWS refused: AWS said ConflictException" in failed.text
     assert "wait until it is InService" in failed.text and "Traceback" not in body(failed)

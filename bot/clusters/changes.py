@@ -1,0 +1,373 @@
+"""Planning a cluster change: checked against the cluster, its backend and the org's quota, then proposed.
+
+What a handler calls once it has parsed the command and knows who asks: each method returns what was
+planned (and the operation proposed for it, unless a dry run), or raises `NotPlanned` saying why not and
+how the answer is meant (bad input, a refusal, a problem). Nothing here speaks Slack; bot.slack.blocks
+renders the plans.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from bot.access import NOT_A_MEMBER
+from bot.clusters.backend import GroupNotFound
+from bot.clusters.fleet import Fleet, OrgClusters, describe_error
+from bot.clusters.model import Backend, Cluster, Node
+from bot.clusters.plans import LaunchPlan, PlanRefused, ScalePlan, plan_launch, plan_scale
+from bot.clusters.requests import (
+    ChangeRequest,
+    DeleteRequest,
+    Kind,
+    NodeRequest,
+    ScaleRequest,
+    StopFleetRequest,
+    to_json,
+)
+from bot.clusters.templates import PriceTable, TemplateSet
+from bot.config import ProgramConfig
+from storage.models import Operation, Outcome
+
+if TYPE_CHECKING:  # bot.operations imports the fleet too; only its type is needed here
+    from bot.operations import Operations
+
+
+class Shown(StrEnum):
+    """How a reason a change was not planned is meant."""
+
+    USAGE = "usage"  # the command was malformed: shown with its usage line
+    REFUSAL = "refusal"  # not allowed
+    PROBLEM = "problem"  # something is in the way (AWS, the backend, the cluster's state)
+
+
+class NotPlanned(Exception):
+    """Why no change was planned. `detail`: what the audit log records, when it is not the message."""
+
+    def __init__(
+        self, message: str, *, outcome: Outcome, shown: Shown, org_id: str | None, detail: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.outcome = outcome
+        self.shown = shown
+        self.org_id = org_id
+        self.detail = message if detail is None else detail
+
+
+class ClusterBusy(Exception):
+    """Another change of the cluster is running: one at a time, as AWS itself insists."""
+
+    def __init__(self, running: Operation) -> None:
+        super().__init__(running.id)
+        self.running = running
+
+
+@dataclass(frozen=True)
+class LaunchPlanned:
+    plan: LaunchPlan
+    operation_id: str | None  # None for a dry run
+
+
+@dataclass(frozen=True)
+class ScalePlanned:
+    plan: ScalePlan
+    operation_id: str | None
+
+
+@dataclass(frozen=True)
+class FleetStopOffered:
+    """A resize the backend allows only with the compute fleet stopped: stopping it is what is proposed."""
+
+    cluster: Cluster
+    group: str
+    count: int
+    reasons: tuple[str, ...]
+    operation_id: str | None
+
+
+@dataclass(frozen=True)
+class NodesPlanned:
+    verb: str  # reboot or replace
+    cluster: Cluster
+    nodes: tuple[Node, ...]
+    operation_id: str | None
+
+
+@dataclass(frozen=True)
+class DeletePlanned:
+    cluster: Cluster
+    operation_id: str
+
+
+def node_request(cluster: Cluster, node_ids: Sequence[str]) -> NodeRequest:
+    """Rebooting or replacing these nodes of the cluster, with what is needed to tell when it is done."""
+    groups = sorted({node.group for node in cluster.nodes if node.node_id in set(node_ids)})
+    return NodeRequest(
+        node_ids=tuple(node_ids),
+        groups=tuple(groups),
+        before_ids=tuple(node.node_id for node in cluster.nodes if node.group in groups),
+    )
+
+
+def node_kind(verb: str) -> Kind:
+    return Kind.REPLACE if verb == "replace" else Kind.REBOOT
+
+
+@dataclass
+class Changes:
+    fleet: Fleet
+    operations: Operations
+    program: ProgramConfig
+    templates: TemplateSet
+
+    @property
+    def prices(self) -> PriceTable:
+        return self.templates.prices
+
+    async def propose(
+        self,
+        kind: Kind,
+        *,
+        org_id: str,
+        backend: Backend,
+        cluster_name: str,
+        request: ChangeRequest,
+        user_id: str,
+        channel_id: str,
+        template: str = "",
+    ) -> str:
+        """Store the planned change (its request as `Operation.request` holds it); its operation id."""
+        operation = await self.operations.propose(
+            kind=kind,
+            org_id=org_id,
+            backend=backend,
+            cluster_name=cluster_name,
+            template=template,
+            request=to_json(request),
+            user_id=user_id,
+            channel_id=channel_id,
+        )
+        return operation.id
+
+    async def _propose_on(
+        self, kind: Kind, cluster: Cluster, request: ChangeRequest, user_id: str, channel: str
+    ) -> str:
+        return await self.propose(
+            kind,
+            org_id=cluster.org,
+            backend=cluster.backend,
+            cluster_name=cluster.name,
+            request=request,
+            user_id=user_id,
+            channel_id=channel,
+        )
+
+    async def check_changeable(self, cluster: Cluster) -> None:
+        """NotPlanned when the cluster's backend makes no changes; ClusterBusy when a change is running."""
+        capabilities = await self.fleet.capabilities(cluster.org, cluster.backend)
+        if not capabilities.changes:
+            why = capabilities.why_not
+            raise NotPlanned(why, outcome=Outcome.REFUSED, shown=Shown.REFUSAL, org_id=cluster.org)
+        busy = await self.operations.busy(org_id=cluster.org, backend=cluster.backend, cluster_name=cluster.name)
+        if busy is not None:
+            raise ClusterBusy(busy)
+
+    async def launch(
+        self,
+        *,
+        org_id: str,
+        template_id: str,
+        name: str,
+        params: Mapping[str, Any],
+        count: int | None,
+        dry_run: bool,
+        user_id: str,
+        channel_id: str,
+    ) -> LaunchPlanned:
+        org = self.program.org(org_id)
+        if org is None:  # visible, so in the program: only a program file changed under us gets here
+            raise NotPlanned(
+                NOT_A_MEMBER,
+                outcome=Outcome.REFUSED,
+                shown=Shown.REFUSAL,
+                org_id=org_id,
+                detail="org not in the program",
+            )
+        template = self.templates.get(template_id)
+        if template is None:
+            known = ", ".join(f"`{t}`" for t in self.templates.ids)
+            message = f"There is no template `{template_id}`; the templates are {known}."
+            raise NotPlanned(message, outcome=Outcome.INVALID, shown=Shown.USAGE, org_id=org_id)
+        (listing,) = await self.fleet.list_orgs([org_id])
+        if listing.errors:
+            # Quota cannot be checked without knowing what the org holds: say so rather than guess.
+            reason = "Cannot check the quota: " + "; ".join(listing.errors)
+            raise NotPlanned(reason, outcome=Outcome.FAILED, shown=Shown.PROBLEM, org_id=org_id)
+        try:
+            plan = plan_launch(
+                template,
+                org=org,
+                name=name,
+                given=dict(params),
+                count=count,
+                clusters=listing.clusters,
+                prices=self.prices,
+            )
+        except PlanRefused as refused:
+            if refused.bad_input:
+                raise NotPlanned(str(refused), outcome=Outcome.INVALID, shown=Shown.USAGE, org_id=org_id) from None
+            raise NotPlanned(str(refused), outcome=Outcome.REFUSED, shown=Shown.REFUSAL, org_id=org_id) from None
+        if dry_run:
+            return LaunchPlanned(plan, None)
+        operation_id = await self.propose(
+            Kind.LAUNCH,
+            org_id=org_id,
+            backend=Backend(template.backend),
+            cluster_name=plan.name,
+            template=template.key,
+            request=plan.launch_request,
+            user_id=user_id,
+            channel_id=channel_id,
+        )
+        return LaunchPlanned(plan, operation_id)
+
+    async def scale(
+        self, cluster: Cluster, *, group: str, count: int, dry_run: bool, user_id: str, channel_id: str
+    ) -> ScalePlanned | FleetStopOffered:
+        """A cluster already checked by check_changeable: its group set to `count` nodes."""
+        capabilities = await self.fleet.capabilities(cluster.org, cluster.backend)
+        # The org's whole listing is needed only to check the quota of a growing group; where the current
+        # count is known only from AWS's dry run (ParallelCluster's configuration), it is fetched alongside it.
+        listing_task: asyncio.Task[list[OrgClusters]] | None = None
+        if capabilities.dry_run_resize:
+            listing_task = asyncio.create_task(self.fleet.list_orgs([cluster.org]))
+        try:
+            resize = await self.fleet.plan_resize(cluster, group=group, count=count)
+        except Exception as error:
+            if listing_task is not None:
+                await listing_task  # not cancelled: a listing in flight may be shared with another command
+            if isinstance(error, GroupNotFound):
+                raise NotPlanned(str(error), outcome=Outcome.INVALID, shown=Shown.USAGE, org_id=cluster.org) from None
+            reason = describe_error(error)
+            raise NotPlanned(
+                f"Could not read `{cluster.ref}`'s configuration: {reason}",
+                outcome=Outcome.FAILED,
+                shown=Shown.PROBLEM,
+                org_id=cluster.org,
+                detail=reason,
+            ) from None
+        held: list[Cluster] = []
+        if count > resize.before or listing_task is not None:
+            (listing,) = await (listing_task or self.fleet.list_orgs([cluster.org]))
+            if listing.errors and count > resize.before:
+                reason = "Cannot check the quota: " + "; ".join(listing.errors)
+                raise NotPlanned(reason, outcome=Outcome.FAILED, shown=Shown.PROBLEM, org_id=cluster.org)
+            held = listing.clusters
+        org = self.program.org(cluster.org)
+        if org is None:  # found in AWS but gone from the program file since the listing
+            raise NotPlanned(
+                NOT_A_MEMBER,
+                outcome=Outcome.REFUSED,
+                shown=Shown.REFUSAL,
+                org_id=cluster.org,
+                detail="org not in the program",
+            )
+        try:
+            plan = plan_scale(
+                org=org,
+                cluster=cluster,
+                group=group,
+                instance_type=resize.instance_type,
+                before=resize.before,
+                after=count,
+                clusters=held,
+                prices=self.prices,
+                change_set=resize.change_set,
+            )
+        except PlanRefused as refused:
+            raise NotPlanned(str(refused), outcome=Outcome.REFUSED, shown=Shown.REFUSAL, org_id=cluster.org) from None
+        if resize.objection is not None:
+            if not resize.needs_fleet_stop:
+                reason = describe_error(resize.objection)
+                raise NotPlanned(
+                    f"{cluster.backend.label} refused the change: {reason}",
+                    outcome=Outcome.REFUSED,
+                    shown=Shown.PROBLEM,
+                    org_id=cluster.org,
+                    detail=reason,
+                )
+            stop_id = None
+            if not dry_run:
+                then = StopFleetRequest(then=f"/cluster scale {cluster.name} {group} {count}")
+                stop_id = await self._propose_on(Kind.STOP_FLEET, cluster, then, user_id, channel_id)
+            return FleetStopOffered(cluster, group, count, resize.reasons, stop_id)
+        if dry_run:
+            return ScalePlanned(plan, None)
+        request = ScaleRequest(group=group, count=count, before=resize.before, instance_type=resize.instance_type)
+        return ScalePlanned(plan, await self._propose_on(Kind.SCALE, cluster, request, user_id, channel_id))
+
+    async def nodes(
+        self, cluster: Cluster, *, verb: str, node_ids: Sequence[str], dry_run: bool, user_id: str, channel_id: str
+    ) -> NodesPlanned:
+        """A cluster already checked by check_changeable: reboot or replace some of its nodes."""
+        capabilities = await self.fleet.capabilities(cluster.org, cluster.backend)
+        if not capabilities.node_actions:
+            reason = f"`/cluster {verb}` acts on HyperPod nodes; `{cluster.ref}` {capabilities.why_no_node_actions}"
+            raise NotPlanned(reason, outcome=Outcome.INVALID, shown=Shown.PROBLEM, org_id=cluster.org)
+        by_id = {node.node_id: node for node in cluster.nodes}
+        unknown = [node_id for node_id in node_ids if node_id not in by_id]
+        if unknown:
+            listed = ", ".join(f"`{node_id}`" for node_id in unknown[:5])
+            message = (
+                f"{listed} {'is not a node' if len(unknown) == 1 else 'are not nodes'} of `{cluster.ref}`; "
+                f"`/cluster nodes {cluster.name}` lists them."
+            )
+            raise NotPlanned(message, outcome=Outcome.INVALID, shown=Shown.USAGE, org_id=cluster.org)
+        selected = tuple(by_id[node_id] for node_id in node_ids)
+        if dry_run:
+            return NodesPlanned(verb, cluster, selected, None)
+        request = node_request(cluster, node_ids)
+        operation_id = await self._propose_on(node_kind(verb), cluster, request, user_id, channel_id)
+        return NodesPlanned(verb, cluster, selected, operation_id)
+
+    async def node_from_alert(
+        self,
+        *,
+        org_id: str,
+        backend: Backend,
+        cluster_name: str,
+        node_id: str,
+        verb: str,
+        user_id: str,
+        channel_id: str,
+    ) -> NodesPlanned:
+        """An alert's Replace node / Reboot node button: the same plan as `/cluster replace|reboot`, read fresh.
+
+        NotPlanned (a problem) when the cluster cannot be read or the node is gone; ClusterBusy when a change
+        is running."""
+        try:
+            cluster = await self.fleet.get(org_id, backend, cluster_name)
+        except Exception as error:
+            message = f"Could not read `{org_id}/{cluster_name}`: {describe_error(error)}"
+            raise NotPlanned(message, outcome=Outcome.FAILED, shown=Shown.PROBLEM, org_id=org_id) from None
+        node = next((n for n in cluster.nodes if n.node_id == node_id), None) if cluster else None
+        if cluster is None or node is None:
+            message = f"`{node_id}` is no longer in `{org_id}/{cluster_name}`; nothing to {verb}."
+            raise NotPlanned(message, outcome=Outcome.INVALID, shown=Shown.PROBLEM, org_id=org_id)
+        busy = await self.operations.busy(org_id=cluster.org, backend=cluster.backend, cluster_name=cluster.name)
+        if busy is not None:
+            raise ClusterBusy(busy)
+        operation_id = await self._propose_on(
+            node_kind(verb), cluster, node_request(cluster, [node_id]), user_id, channel_id
+        )
+        return NodesPlanned(verb, cluster, (node,), operation_id)
+
+    async def delete(self, cluster: Cluster, *, user_id: str, channel_id: str) -> DeletePlanned:
+        """A cluster already checked by check_changeable: its delete, confirmed later by typing its name."""
+        return DeletePlanned(
+            cluster, await self._propose_on(Kind.DELETE, cluster, DeleteRequest(), user_id, channel_id)
+        )

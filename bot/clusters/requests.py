@@ -1,0 +1,180 @@
+"""What a planned change asks of AWS: one typed request per kind, and its JSON (`Operation.request`). Pure.
+
+`to_json` and `from_json` are the only places the stored shape is written and read; the shape is the one
+rows stored before these types existed already hold, so those rows still read. `from_json` never raises
+anything but `BadRequest`, whatever the JSON holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from bot.clusters.model import Backend
+
+
+class Kind(StrEnum):
+    LAUNCH = "launch"
+    SCALE = "scale"
+    REBOOT = "reboot"
+    REPLACE = "replace"
+    DELETE = "delete"
+    STOP_FLEET = "stop_fleet"
+
+    @property
+    def noun(self) -> str:
+        return {Kind.STOP_FLEET: "compute fleet stop"}.get(self, self.value)
+
+
+class BadRequest(ValueError):
+    """A stored request that is not of the shape its kind needs; str() says which field."""
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    """HyperPod: the create_cluster kwargs. ParallelCluster: the cluster name and its whole YAML."""
+
+    name: str
+    create_cluster: Mapping[str, Any] | None = None
+    configuration: str | None = None
+
+
+@dataclass(frozen=True)
+class ScaleRequest:
+    group: str  # HyperPod instance group, ParallelCluster queue or QUEUE/RESOURCE
+    count: int
+    before: int | None = None  # shown on the progress message; None in requests stored without it
+    instance_type: str = ""  # "" in requests stored without it: any group of that name
+
+
+@dataclass(frozen=True)
+class NodeFailure:
+    node_id: str
+    code: str  # ErrorCode (reboot/replace) or Code (delete) as AWS gave it
+    message: str
+
+
+@dataclass(frozen=True)
+class NodeRequest:
+    """Reboot or replace HyperPod nodes. `successful`/`failed` are filled in once AWS answered."""
+
+    node_ids: tuple[str, ...]
+    groups: tuple[str, ...]  # the groups the nodes are in
+    before_ids: tuple[str, ...]  # every node of those groups when planned: a node not among them is new
+    successful: tuple[str, ...] | None = None
+    failed: tuple[NodeFailure, ...] | None = None
+
+
+@dataclass(frozen=True)
+class DeleteRequest:
+    pass
+
+
+@dataclass(frozen=True)
+class StopFleetRequest:
+    then: str = ""  # the command to run again once the fleet is stopped
+
+
+ChangeRequest = LaunchRequest | ScaleRequest | NodeRequest | DeleteRequest | StopFleetRequest
+
+
+def to_json(request: ChangeRequest) -> dict[str, Any]:
+    if isinstance(request, LaunchRequest):
+        if request.create_cluster is not None:
+            return dict(request.create_cluster)
+        return {"clusterName": request.name, "clusterConfiguration": request.configuration or ""}
+    if isinstance(request, ScaleRequest):
+        return {
+            "group": request.group,
+            "count": request.count,
+            "before": request.before,
+            "instance_type": request.instance_type,
+        }
+    if isinstance(request, NodeRequest):
+        shaped: dict[str, Any] = {
+            "node_ids": list(request.node_ids),
+            "groups": list(request.groups),
+            "before_ids": list(request.before_ids),
+        }
+        if request.successful is not None:
+            shaped["successful"] = list(request.successful)
+        if request.failed is not None:
+            shaped["failed"] = [{"node_id": f.node_id, "code": f.code, "message": f.message} for f in request.failed]
+        return shaped
+    if isinstance(request, StopFleetRequest):
+        return {"then": request.then} if request.then else {}
+    if isinstance(request, DeleteRequest):
+        return {}
+    raise TypeError(f"not a change request: {type(request).__name__}")
+
+
+def from_json(kind: Kind, backend: Backend, stored: Any) -> ChangeRequest:
+    """The typed request of a stored `Operation.request`; BadRequest when it is not of its kind's shape."""
+    if not isinstance(stored, dict):
+        raise BadRequest(f"a {kind.value} request is a JSON object, not {type(stored).__name__}")
+    if kind is Kind.LAUNCH:
+        if backend is Backend.HYPERPOD:
+            return LaunchRequest(name=_text(stored, "ClusterName"), create_cluster=dict(stored))
+        return LaunchRequest(
+            name=_text(stored, "clusterName"), configuration=_text(stored, "clusterConfiguration", empty=True)
+        )
+    if kind is Kind.SCALE:
+        return ScaleRequest(
+            group=_text(stored, "group"),
+            count=_count(stored, "count"),
+            before=_count(stored, "before") if stored.get("before") is not None else None,
+            instance_type=_text(stored, "instance_type", empty=True, default=""),
+        )
+    if kind in (Kind.REBOOT, Kind.REPLACE):
+        failed = stored.get("failed")
+        return NodeRequest(
+            node_ids=_texts(stored, "node_ids", default=()),
+            groups=_texts(stored, "groups", default=()),
+            before_ids=_texts(stored, "before_ids", default=()),
+            successful=_texts(stored, "successful") if "successful" in stored else None,
+            failed=None if failed is None else _failures(failed),
+        )
+    if kind is Kind.DELETE:
+        return DeleteRequest()
+    return StopFleetRequest(then=_text(stored, "then", empty=True, default=""))
+
+
+_MISSING = object()
+
+
+def _text(stored: dict[str, Any], key: str, *, empty: bool = False, default: Any = _MISSING) -> str:
+    value = stored.get(key, default)
+    if value is _MISSING:
+        raise BadRequest(f"the request has no `{key}`")
+    if not isinstance(value, str) or (not value and not empty):
+        raise BadRequest(f"the request's `{key}` is not a name")
+    return value
+
+
+def _count(stored: dict[str, Any], key: str) -> int:
+    value = stored.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BadRequest(f"the request's `{key}` is not a count")
+    return value
+
+
+def _texts(stored: dict[str, Any], key: str, *, default: Any = _MISSING) -> tuple[str, ...]:
+    value = stored.get(key, default)
+    if value is _MISSING:
+        raise BadRequest(f"the request has no `{key}`")
+    if not isinstance(value, list | tuple) or not all(isinstance(item, str) for item in value):
+        raise BadRequest(f"the request's `{key}` is not a list of names")
+    return tuple(value)
+
+
+def _failures(value: Any) -> tuple[NodeFailure, ...]:
+    if not isinstance(value, list):
+        raise BadRequest("the request's `failed` is not a list")
+    failures = []
+    for item in value:
+        if not isinstance(item, dict) or not all(isinstance(item.get(k), str) for k in ("node_id", "code", "message")):
+            raise BadRequest("an entry of the request's `failed` is not a node failure")
+        failures.append(NodeFailure(node_id=item["node_id"], code=item["code"], message=item["message"]))
+    return tuple(failures)
