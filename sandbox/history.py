@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import insert
 from sqlmodel import SQLModel
 
+from bot.alerts.kinds import job as job_kind
 from bot.config import normalize_instance_type
 from storage.crud import hourly_rows
 from storage.db import Database
@@ -42,8 +43,6 @@ if TYPE_CHECKING:
 __all__ = ["ClusterPlan", "History", "OrgPlan", "generate_history", "seed_sandbox_history", "store_history"]
 
 WEEK = timedelta(days=7)
-THROUGHPUT_BACKEND = "throughput"  # bot.monitor.jobs.BACKEND
-JOB_KIND = "job"  # bot.monitor.jobs.KIND
 FALLBACK_MEMBER = "USLACKBOT"  # created_by of an org with no members in its plan
 ACCELERATOR_FAMILIES = ("p", "g", "trn", "inf")
 SLOW_FACTOR = 0.45  # a slowdown episode's rate, as a share of the job's usual one
@@ -435,8 +434,8 @@ class _Generator:
                     cluster,
                     node_key=job,
                     generation=generation,
-                    kind=JOB_KIND,
-                    backend=THROUGHPUT_BACKEND,
+                    kind=job_kind.KIND.name,
+                    backend=job_kind.SOURCE,
                     opened=opened,
                     closed=closed,
                     status=status,

@@ -194,10 +194,11 @@ def _dialect_insert(session: AsyncSession) -> Any:
 
 
 def _episode_key(
-    *, org_id: str, backend: str, cluster_name: str, node_key: str, generation: int | None = None
+    *, org_id: str, kind: str, backend: str, cluster_name: str, node_key: str, generation: int | None = None
 ) -> list[Any]:
     clauses = [
         col(Episode.org_id) == org_id,
+        col(Episode.kind) == kind,
         col(Episode.backend) == backend,
         col(Episode.cluster_name) == cluster_name,
         col(Episode.node_key) == node_key,
@@ -208,10 +209,11 @@ def _episode_key(
 
 
 async def add_episode(session: AsyncSession, *, episode: Episode) -> Episode | None:
-    """Open an episode. None when its key (org, backend, cluster, node_key, generation) is taken: the caller
-    lost the race to another replica, which opened (and posts) it."""
+    """Open an episode. None when its key (org, kind, backend, cluster, node_key, generation) is taken: the
+    caller lost the race to another replica, which opened (and posts) it."""
     key = _episode_key(
         org_id=episode.org_id,
+        kind=episode.kind,
         backend=episode.backend,
         cluster_name=episode.cluster_name,
         node_key=episode.node_key,
@@ -270,14 +272,16 @@ async def storm_episodes(session: AsyncSession, *, storm_id: int) -> Sequence[Ep
     return (await session.exec(query)).all()
 
 
-async def next_generation(session: AsyncSession, *, org_id: str, backend: str, cluster_name: str, node_key: str) -> int:
+async def next_generation(
+    session: AsyncSession, *, org_id: str, kind: str, backend: str, cluster_name: str, node_key: str
+) -> int:
     """The generation a new episode of this key gets: one past the last *closed* one (0 for the first).
 
     Open episodes are left out on purpose: two replicas opening the same failure at once both compute
     the generation the other may just have inserted, so the unique key lets exactly one of them win.
     Counting the other's fresh row would hand the loser the next generation and a second alert."""
     query = select(func.max(Episode.generation)).where(
-        *_episode_key(org_id=org_id, backend=backend, cluster_name=cluster_name, node_key=node_key),
+        *_episode_key(org_id=org_id, kind=kind, backend=backend, cluster_name=cluster_name, node_key=node_key),
         Episode.state == "closed",
     )
     last = (await session.exec(query)).first()

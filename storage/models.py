@@ -154,6 +154,7 @@ class Operation(SQLModel, table=True):
 class EpisodeKind(StrEnum):
     NODE = "node"  # one node failed (and the nodes that replaced it, while they keep failing)
     CLUSTER = "cluster"  # a cluster-level failure, keyed "cluster"
+    JOB = "job"  # a training job's throughput anomaly (stall or slowdown), keyed by the job's name
 
 
 class EpisodeState(StrEnum):
@@ -162,19 +163,20 @@ class EpisodeState(StrEnum):
 
 
 class Episode(SQLModel, table=True):
-    """A failed-node (or failed-cluster) alert from opening to resolution, shown as one Slack thread edited in
-    place. The unique key makes opening it idempotent across replicas: whoever inserts second loses the race."""
+    """An alert (of one kind: bot.alerts.kinds) from opening to resolution, shown as one Slack thread edited
+    in place. The unique key makes opening it idempotent across replicas: whoever inserts second loses the
+    race. The kind leads the key, so two kinds of one cluster never share a key."""
 
     __tablename__ = "episodes"
     __table_args__ = (
-        UniqueConstraint("org_id", "backend", "cluster_name", "node_key", "generation", name="uq_episode_key"),
+        UniqueConstraint("org_id", "kind", "backend", "cluster_name", "node_key", "generation", name="uq_episode_key"),
         Index("ix_episodes_state", "state"),
         Index("ix_episodes_org_cluster", "org_id", "cluster_name"),
     )
 
     id: int | None = Field(default=None, primary_key=True)
     org_id: str = _text(40)
-    backend: str = _text(16)
+    backend: str = _text(16)  # the cluster's backend; for a job, "throughput" (a job names its cluster only)
     cluster_name: str = _text(63)
     node_key: str = _text(128)  # the instance id that opened it, "cluster", or a training job's name
     generation: int = 0  # 0 for the first episode of a key, +1 for each later one

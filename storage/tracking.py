@@ -22,6 +22,7 @@ from storage.models import (
     DigestRun,
     DigestRunStatus,
     Episode,
+    EpisodeKind,
     Operation,
     OperationStatus,
     OrgRequirement,
@@ -31,7 +32,6 @@ from storage.models import (
 )
 
 INCIDENT = "incident"
-THROUGHPUT_BACKEND = "throughput"  # bot.monitor.jobs.BACKEND: job episodes live beside node episodes
 StateKey = tuple[str, str, str]  # (backend, cluster_name, instance_type)
 
 # ------------------------------------------------------------------------------------------------ records
@@ -230,22 +230,32 @@ async def held_now(session: AsyncSession, *, org_id: str) -> dict[str, int]:
 # ------------------------------------------------------------------------------------ episodes, operations
 
 
-async def failures_overlapping(
-    session: AsyncSession, *, org_ids: Sequence[str], since: datetime, until: datetime, throughput: bool
+async def episodes_overlapping(
+    session: AsyncSession, *, org_ids: Sequence[str], kinds: Sequence[str], since: datetime, until: datetime
 ) -> Sequence[Episode]:
-    """Episodes open at some point in [since, until): node/cluster episodes, or (throughput=True) job ones."""
-    backend = col(Episode.backend) == THROUGHPUT_BACKEND
+    """Episodes of those kinds open at some point in [since, until); a kind not asked for is never counted."""
     query = (
         select(Episode)
         .where(
             col(Episode.org_id).in_(org_ids),
-            backend if throughput else ~backend,
+            col(Episode.kind).in_(kinds),
             col(Episode.opened_at) < until,
             or_(col(Episode.closed_at).is_(None), col(Episode.closed_at) >= since),
         )
         .order_by(col(Episode.opened_at), col(Episode.id))
     )
     return (await session.exec(query)).all()
+
+
+async def failures_overlapping(
+    session: AsyncSession, *, org_ids: Sequence[str], since: datetime, until: datetime, throughput: bool
+) -> Sequence[Episode]:
+    """Node and cluster failures, or (throughput=True) jobs' throughput episodes: episodes_overlapping of
+    the kinds the digest counts so (bot.alerts.kinds.in_bucket)."""
+    kinds = [EpisodeKind.JOB] if throughput else [EpisodeKind.NODE, EpisodeKind.CLUSTER]
+    return await episodes_overlapping(
+        session, org_ids=org_ids, kinds=[k.value for k in kinds], since=since, until=until
+    )
 
 
 async def operations_finished(

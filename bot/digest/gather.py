@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol, TypeVar
 
+from bot.alerts.kind import Bucket
+from bot.alerts.kinds import in_bucket
 from bot.config import ProgramConfig
 from bot.digest.facts import (
     Change,
@@ -148,8 +150,13 @@ async def gather(
         records = await tracking.records_between(session, org_ids=ids, since=since, until=until)
         still_open = await tracking.open_incidents(session, org_ids=ids, at=until)
         resolved = await tracking.resolved_between(session, org_ids=ids, since=since, until=until)
-        failures = await tracking.failures_overlapping(session, org_ids=ids, since=since, until=until, throughput=False)
-        stalls = await tracking.failures_overlapping(session, org_ids=ids, since=since, until=until, throughput=True)
+        # Counted by kind: a kind in no digest bucket (a new one) is never counted as a node failure.
+        failures = await tracking.episodes_overlapping(
+            session, org_ids=ids, kinds=in_bucket(Bucket.FAILURE), since=since, until=until
+        )
+        stalls = await tracking.episodes_overlapping(
+            session, org_ids=ids, kinds=in_bucket(Bucket.STALL), since=since, until=until
+        )
         operations = await tracking.operations_finished(session, org_ids=ids, since=since, until=until)
         if rates_week is not None:
             before = previous_week(rates_week)

@@ -1,7 +1,7 @@
 """The throughput monitor: every minute (on the leader), each active training job's recent samples go
-through its detector (bot.monitor.throughput, pure), and what it says is kept as an episode, like a failed
-node's: opened once (a unique key across replicas), posted with a chart in its thread and a line in the
-coordination channel, closed when throughput is back.
+through its detector (bot.monitor.throughput, pure), and what it says is handed to the alert desk
+(bot.alerts.desk) as a job episode: opened once, posted (with a chart in its thread here), closed when
+throughput is back.
 
 The detector is rebuilt from the stored samples at each check, so a restarted bot, or a new leader, knows
 exactly what the old one knew.
@@ -16,26 +16,23 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from bot.alerts.desk import AlertDesk
+from bot.alerts.kinds import job as job_kind
 from bot.config import ProgramConfig
-from bot.monitor.desk import AlertDesk
 from bot.monitor.throughput import Anomaly, JobDetector, Sample, Thresholds
-from bot.slack import alerts, charts
+from bot.slack import charts
 from bot.slack.blocks import when
 from storage import crud
-from storage.models import Episode, Silence, ThroughputSample
+from storage.models import Episode, EpisodeKind, ThroughputSample
 
 log = logging.getLogger(__name__)
 
-BACKEND = "throughput"  # the episodes' backend for jobs: keys stay apart from the nodes'
-NODE_BACKENDS = ("hyperpod", "pcluster")  # a silence set on a node alert of the cluster holds its jobs' too
-KIND = "job"
 WINDOW = timedelta(hours=3)  # samples replayed through the detector at each check
 CHART_WINDOW = timedelta(hours=6)
 CAUSE_WINDOW = timedelta(minutes=30)  # a node failure this close before the anomaly is its likely cause
 PRUNE_EVERY = timedelta(hours=1)
 BASELINE_BEFORE = timedelta(hours=1)  # replayed before an open anomaly, so its baseline does not age out
 LONGEST_REPLAY = timedelta(hours=48)
-UNPOSTED_GRACE = timedelta(minutes=2)  # longer than any opener takes to post its own alert
 
 
 def thresholds_for(program: ProgramConfig, org_id: str) -> Thresholds:
@@ -124,18 +121,9 @@ class ThroughputMonitor:
             self._pruned_at = now
         async with self._desk.db.session() as session:
             jobs = set(await crud.active_jobs(session, since=now - WINDOW))
-            open_rows = [r for r in await crud.open_episodes(session) if r.backend == BACKEND]
+            open_rows = [r for r in await crud.open_episodes(session) if r.kind == job_kind.KIND.name]
         by_job = {(r.org_id, r.cluster_name, r.node_key): r for r in open_rows}
-        for row in open_rows:  # Slack failed the first time: post it now (one replica, after a grace period)
-            if row.message_ts is None and row.channel_id and not row.silenced and now - row.updated_at > UNPOSTED_GRACE:
-                async with self._desk.db.session() as session:
-                    if not await crud.claim_unposted(session, episode_id=row.id or 0):
-                        continue
-                silence = await self._silence(row.org_id, row.cluster_name, now)
-                if silence is not None:  # silenced since it failed to post: held back like a new one
-                    await self._hold(row, silence, now)
-                elif await self._post_alert(row, now) is None:
-                    await self._desk.update(row, {"message_ts": None})
+        await self._desk.retry_unposted(open_rows)  # Slack failed the first time: post them now
         changed = 0
         for org_id, cluster, job in sorted(jobs | set(by_job)):
             try:
@@ -206,14 +194,10 @@ class ThroughputMonitor:
             cause = await self._likely_cause(org_id, cluster, current.start, now)
             message = f"{self._figures(detector, current, unit_of(rows))} Now a {current.kind}. {cause}"
             await self._desk.update(row, {"status": current.kind, "message": message[:1000], "updated_at": now})
-            if row.message_ts and not row.silenced:
+            if not row.silenced:  # the edit keeps saying the cluster is silenced, and its button
+                silence = await self._desk.silence_for(org_id, row.backend, cluster)
                 note = f":red_circle: It is now a {current.kind}: {message}"
-                await self._desk.post(row.channel_id, alerts.thread_note(note), thread_ts=row.message_ts)
-                silence = await self._silence(org_id, cluster, now)  # the edit keeps saying it, and its button
-                reply = alerts.job_alert(
-                    row, org_name=self._desk.org_name(org_id), tz=self._desk.tz, now=now, silence=silence
-                )
-                await self._desk.edit(row.channel_id, row.message_ts, reply)
+                await self._desk.note(row, note, cluster=None, silence=silence, coordination=False)
             return 1
         await self._open(org_id, cluster, job, current, detector, rows, now)
         return 1
@@ -235,7 +219,7 @@ class ThroughputMonitor:
             episodes = await crud.episodes_between(session, org_id=org_id, since=since - CAUSE_WINDOW, until=now)
             current = await crud.open_episodes(session, org_id=org_id)
         seen = {e.id: e for e in [*episodes, *current]}.values()
-        nodes = [e for e in seen if e.cluster_name == cluster and e.kind == "node" and e.backend != BACKEND]
+        nodes = [e for e in seen if e.cluster_name == cluster and e.kind == EpisodeKind.NODE.value]
         if not nodes:
             return "No node of this cluster failed in the same window."
         listed = ", ".join(failed_node_text(e, since=since - CAUSE_WINDOW, tz=self._desk.tz) for e in nodes[:5])
@@ -258,10 +242,10 @@ class ThroughputMonitor:
         row = await self._desk.open(
             Episode(
                 org_id=org_id,
-                backend=BACKEND,
+                backend=job_kind.SOURCE,
                 cluster_name=cluster,
                 node_key=job,
-                kind=KIND,
+                kind=job_kind.KIND.name,
                 state="open",
                 node_ids=[],
                 status=anomaly.kind,
@@ -273,36 +257,9 @@ class ThroughputMonitor:
         )
         if row is None or not row.channel_id:
             return  # another replica opened it, and posts it
-        silence = await self._silence(org_id, cluster, now)
-        if silence is not None:
-            await self._hold(row, silence, now)
-            return
-        ts = await self._post_alert(row, now)
-        if ts:
-            await self._chart(row, now, thread_ts=ts, anomaly=anomaly)
-
-    async def _hold(self, row: Episode, silence: Silence, now: datetime) -> None:
-        """Held back by a silence: no message nor coordination line, one line in the silence's thread."""
-        await self._desk.update(row, {"silenced": True, "message_ts": silence.thread_ts})
-        line = alerts.held_back_line(f"job `{row.node_key}` {row.status}", row.message, at=now, tz=self._desk.tz)
-        await self._desk.post(silence.channel_id, line, thread_ts=silence.thread_ts)
-
-    async def _silence(self, org_id: str, cluster: str, now: datetime) -> Silence | None:
-        """The silence holding back this cluster's alerts: set on a job alert or a node alert of it."""
-        async with self._desk.db.session() as session:
-            return await crud.active_silence(
-                session, org_id=org_id, backend=BACKEND, cluster_name=cluster, now=now, also=NODE_BACKENDS
-            )
-
-    async def _post_alert(self, row: Episode, now: datetime) -> str | None:
-        reply = alerts.job_alert(row, org_name=self._desk.org_name(row.org_id), tz=self._desk.tz, now=now)
-        ts = await self._desk.post(row.channel_id, reply)
-        if ts is None:
-            return None  # tried again at the next check
-        line = alerts.job_coordination_line(row, channel=row.channel_id, now=now)
-        coordination_ts = await self._desk.post(self._desk.program.coordination_channel, line)
-        await self._desk.update(row, {"message_ts": ts, "coordination_ts": coordination_ts})
-        return ts
+        await self._desk.announce([row], silence=await self._desk.silence_for(org_id, row.backend, cluster))
+        if row.message_ts and not row.silenced:
+            await self._chart(row, now, thread_ts=row.message_ts, anomaly=anomaly)
 
     async def _close(
         self,
@@ -322,15 +279,8 @@ class ThroughputMonitor:
             return
         figures = self._figures(detector, None, unit_of(rows))
         text = f":large_green_circle: Recovered: {note}. {figures}".strip()
-        silence = await self._silence(row.org_id, row.cluster_name, now)
-        org_name = self._desk.org_name(row.org_id)
-        await self._desk.follow_up(
-            row,
-            alerts.thread_note(text),
-            thread_channel=row.channel_id,
-            message=alerts.job_alert(row, org_name=org_name, tz=self._desk.tz, now=now, silence=silence),
-            line=alerts.job_coordination_line(row, channel=row.channel_id, now=now),
-        )
+        silence = await self._desk.silence_for(row.org_id, row.backend, row.cluster_name)
+        await self._desk.note(row, text, cluster=None, silence=silence)
         if row.message_ts and ended:  # the whole anomaly, start to end, zoomed in when it was short
             await self._chart(row, now, thread_ts=row.message_ts, anomaly=ended[-1])
 

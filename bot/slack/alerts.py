@@ -1,13 +1,19 @@
-"""Block Kit for failed-node alerts: the message in the org's channel (edited as the episode moves), the
-grouped message of a storm, thread notes, and the compact line in the coordination channel."""
+"""Block Kit for alerts, one presenter per kind (node, cluster, job; registered in PRESENTERS): the message
+in the org's channel (edited as the episode moves), the grouped message of a storm, thread notes, the
+compact line in the coordination channel, and the lines of silences."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
+from bot.alerts.desk import AlreadyAcknowledged, AlreadyEnded, AlreadySilenced, NothingChanged
+from bot.alerts.kind import Action, AlertKind, AlertView
+from bot.alerts.kinds import cluster as cluster_kind
+from bot.alerts.kinds import job as job_kind
+from bot.alerts.kinds import node as node_kind
 from bot.clusters.model import Backend, Cluster, Health
 from bot.slack.blocks import Block, Reply, button, context, escape, fit, header, section, sections, when
 
@@ -49,15 +55,17 @@ def _silence_buttons(value: str, silence: Any | None) -> list[dict[str, Any]]:
     return [button(SILENCE_ACTION.format(hours=h), f"Silence {h} h", value) for h in SILENCE_HOURS]
 
 
-def _buttons(episode: Any, *, backend: str, node_actions: bool, silence: Any | None = None) -> Block:
+def _buttons(episode: Any, actions: Sequence[Action], silence: Any | None = None) -> Block:
     value = str(episode.storm_id or episode.id)
     elements: list[dict[str, Any]] = []
-    if not episode.acked_by:
+    if Action.ACKNOWLEDGE in actions and not episode.acked_by:
         elements.append(button(ACK_ACTION, "Acknowledge", value, style="primary"))
-    if node_actions and backend == Backend.HYPERPOD.value:
+    if Action.REPLACE in actions:
         elements.append(button(REPLACE_ACTION, "Replace node", value))
+    if Action.REBOOT in actions:
         elements.append(button(REBOOT_ACTION, "Reboot node", value))
-    elements += _silence_buttons(value, silence)
+    if Action.SILENCE in actions:
+        elements += _silence_buttons(value, silence)
     return {"type": "actions", "block_id": f"alert:{value}", "elements": elements}
 
 
@@ -110,6 +118,7 @@ def node_alert(
     org_name: str,
     tz: ZoneInfo,
     now: datetime,
+    actions: Sequence[Action],
     silence: Any | None = None,
 ) -> Reply:
     """One failing node (or a failed cluster), as the org channel sees it; edited as it moves, and each edit
@@ -145,7 +154,7 @@ def node_alert(
     if not is_open and episode.kind == "node":
         body.append(section(f"Node-hours lost: {episode.node_hours_lost:.2f} ({episode.instance_type})"))
     if is_open:
-        body.append(_buttons(episode, backend=episode.backend, node_actions=episode.kind == "node", silence=silence))
+        body.append(_buttons(episode, actions, silence=silence))
     body.append(context(" · ".join(_footer(episode, tz, silence))))
     text = title.replace("`", "") + (f": {episode.status} {episode.message}".rstrip() if is_open else "")
     return Reply(text=text[:3000], blocks=body, public=True)
@@ -157,6 +166,7 @@ def storm_alert(
     cluster: Cluster | None,
     org_name: str,
     tz: ZoneInfo,
+    actions: Sequence[Action],
     silence: Any | None = None,
 ) -> Reply:
     """Many nodes of one cluster failing at once: one message listing them, not one message each."""
@@ -184,7 +194,7 @@ def storm_alert(
         section(f"*Group health now*: {health} · *Node recovery*: {_recovery(cluster)}"),
     ]
     if still:
-        body.append(_buttons(first, backend=first.backend, node_actions=False, silence=silence))
+        body.append(_buttons(first, actions, silence=silence))
     body.append(context(" · ".join(_footer(first, tz, silence))))
     text = f"{ref}: {len(episodes)} nodes failed together, {len(still)} still failing"
     return Reply(text=text, blocks=fit(body, overflow="{hidden} more blocks"), public=True)
@@ -219,7 +229,9 @@ def thread_note(text: str) -> Reply:
 JOB_KINDS = {"stall": "Training stalled", "slowdown": "Training slowed down"}
 
 
-def job_alert(episode: Any, *, org_name: str, tz: ZoneInfo, now: datetime, silence: Any | None = None) -> Reply:
+def job_alert(
+    episode: Any, *, org_name: str, tz: ZoneInfo, now: datetime, actions: Sequence[Action], silence: Any | None = None
+) -> Reply:
     """A training job's throughput episode (episode.status is "stall" or "slowdown"; its message holds the
     figures and any node failure in the same window)."""
     ref = f"{episode.org_id}/{episode.cluster_name}"
@@ -241,10 +253,7 @@ def job_alert(episode: Any, *, org_name: str, tz: ZoneInfo, now: datetime, silen
     if episode.message:
         body.append(section(escape(episode.message)[:2500]))
     if is_open:
-        value = str(episode.id)
-        elements = [] if episode.acked_by else [button(ACK_ACTION, "Acknowledge", value, style="primary")]
-        elements += _silence_buttons(value, silence)
-        body.append({"type": "actions", "block_id": f"alert:{value}", "elements": elements})
+        body.append(_buttons(episode, actions, silence=silence))
     body.append(context(" · ".join([*_footer(episode, tz, silence), "chart in the thread"])))
     text = title.replace("`", "") + (f": {episode.message}" if is_open and episode.message else "")
     return Reply(text=text[:3000], blocks=body, public=True)
@@ -260,3 +269,120 @@ def job_coordination_line(episode: Any, *, channel: str, now: datetime) -> Reply
         job = escape(episode.node_key)
         text = f":large_green_circle: `{ref}` job `{job}`: throughput back after {took} · <#{channel}>"
     return Reply(text=text.replace("`", ""), blocks=[section(text)], public=True)
+
+
+# ------------------------------------------------------------------------------------- presenters per kind
+
+
+class KindPresenter(Protocol):
+    """How one kind of alert reads."""
+
+    def alert(self, view: AlertView) -> Reply: ...
+
+    def coordination(self, view: AlertView, *, channel: str) -> Reply: ...
+
+    def held_back(self, row: Any) -> str:
+        """What a silence held back, for its line in the silenced alert's thread."""
+        ...
+
+
+class NodePresenter:
+    """A failed node (a storm's members in one message) or a failed cluster: they read alike."""
+
+    def alert(self, view: AlertView) -> Reply:
+        if len(view.rows) > 1:
+            return storm_alert(
+                view.rows,
+                cluster=view.cluster,
+                org_name=view.org_name,
+                tz=view.tz,
+                actions=view.actions,
+                silence=view.silence,
+            )
+        return node_alert(
+            view.first,
+            cluster=view.cluster,
+            org_name=view.org_name,
+            tz=view.tz,
+            now=view.now,
+            actions=view.actions,
+            silence=view.silence,
+        )
+
+    def coordination(self, view: AlertView, *, channel: str) -> Reply:
+        return coordination_line(view.rows, channel=channel, now=view.now)
+
+    def held_back(self, row: Any) -> str:
+        return f"node `{row.node_ids[-1]}` {row.status}" if row.node_ids else f"the cluster {row.status}"
+
+
+class JobPresenter:
+    def alert(self, view: AlertView) -> Reply:
+        return job_alert(
+            view.first, org_name=view.org_name, tz=view.tz, now=view.now, actions=view.actions, silence=view.silence
+        )
+
+    def coordination(self, view: AlertView, *, channel: str) -> Reply:
+        return job_coordination_line(view.first, channel=channel, now=view.now)
+
+    def held_back(self, row: Any) -> str:
+        return f"job `{row.node_key}` {row.status}"
+
+
+# A new kind: its module in bot.alerts.kinds, its presenter above, and its line here.
+PRESENTERS: Mapping[str, KindPresenter] = {
+    node_kind.KIND.name: NodePresenter(),
+    cluster_kind.KIND.name: NodePresenter(),
+    job_kind.KIND.name: JobPresenter(),
+}
+
+
+class SlackAlerts:
+    """The alert desk's presenter (bot.alerts.desk.AlertPresenter): each kind's, and the lines all share."""
+
+    def __init__(self, *, presenters: Mapping[str, KindPresenter] = PRESENTERS) -> None:
+        self.presenters = presenters
+
+    def alert(self, kind: AlertKind, view: AlertView) -> Reply:
+        return self.presenters[kind.name].alert(view)
+
+    def coordination(self, kind: AlertKind, view: AlertView, *, channel: str) -> Reply:
+        return self.presenters[kind.name].coordination(view, channel=channel)
+
+    def held_back(self, kind: AlertKind, row: Any, *, at: datetime, tz: ZoneInfo) -> Reply:
+        return held_back_line(self.presenters[kind.name].held_back(row), row.message, at=at, tz=tz)
+
+    def note(self, text: str) -> Reply:
+        return thread_note(text)
+
+    def acknowledged(self, user_id: str, *, at: datetime, tz: ZoneInfo) -> Reply:
+        return thread_note(f":eyes: <@{user_id}> acknowledged this at {when(at, tz)}.")
+
+    def silence_message(self, silence: Any, *, tz: ZoneInfo) -> Reply:
+        return silence_message(silence, tz=tz)
+
+    def silence_ended(self, silence: Any, *, user_id: str, at: datetime, tz: ZoneInfo) -> Reply:
+        ref = f"{silence.org_id}/{silence.cluster_name}"
+        return thread_note(
+            f":loud_sound: <@{user_id}> ended the silence at {when(at, tz)}: new alerts of `{ref}` post again."
+        )
+
+    def continued(self, row: Any, *, link: str | None) -> Reply:
+        where = f"<{link}|new alert>" if link else "a new alert in the channel"
+        note = f":red_circle: `{row.node_ids[-1]}` failed again: `{row.status}` {row.message}".strip()
+        return thread_note(f"{note} · continued in {where}")
+
+
+def nothing_changed(outcome: NothingChanged, *, tz: ZoneInfo) -> str:
+    """Why pressing an alert's button changed nothing, for the one who pressed it."""
+    if isinstance(outcome, AlreadyAcknowledged):
+        return f"<@{outcome.by}> acknowledged this already, at {when(outcome.at, tz)}."
+    if isinstance(outcome, AlreadySilenced):
+        return (
+            f"`{outcome.org_id}/{outcome.cluster_name}` is already silenced until {when(outcome.until, tz)} "
+            f"by <@{outcome.by}>; nothing changed. Unsilence in that alert's thread ends it."
+        )
+    if isinstance(outcome, AlreadyEnded) and outcome.early:
+        by = f" by <@{outcome.by}>" if outcome.by else ""
+        return f"This silence already ended{by} at {when(outcome.at, tz)}; nothing changed."
+    return f"This silence already ended at {when(outcome.at, tz)}, its set time; nothing changed."

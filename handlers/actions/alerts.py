@@ -1,7 +1,7 @@
 """Buttons on a failed-node alert: Acknowledge, Replace node, Reboot node, Silence 1/4/24 h, Unsilence.
 
-Each acks first, authorizes (operators of the alert's org and admins), then lets bot.monitor or
-bot.operations act, answers the clicker, and records it in the audit log.
+Each acks first, authorizes (operators of the alert's org and admins), then lets the alert desk
+(bot.alerts.desk) or bot.operations act, answers the clicker, and records it in the audit log.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from bot.clusters.model import Backend
 from bot.clusters.progress import Kind
 from bot.services import Services
 from bot.slack import blocks
+from bot.slack.alerts import nothing_changed
 from handlers.errors import report_failure
 from storage.models import Episode, Outcome, Silence
 
@@ -32,7 +33,7 @@ async def _episode_for(
     """The clicked alert's episode if the clicker may act on it; else the answer saying why not."""
     user_id = body["user"]["id"]
     value = str(body["actions"][0].get("value") or "")[:32]
-    row = await services.monitor.episode(value)  # None too for a value that is no episode id ("²", 999999999999)
+    row = await services.alerts.episode(value)  # None too for a value that is no episode id ("²", 999999999999)
     if row is None:
         return None, blocks.problem(UNKNOWN)
     decision = services.access.decide(user_id=user_id, action=Action.OPERATE, org_id=row.org_id)
@@ -83,7 +84,8 @@ async def acknowledge_callback(ack: AsyncAck, body: dict[str, Any], context: dic
     await ack()
 
     async def acknowledge(services: Services, row: Episode) -> blocks.Reply | None:
-        why_not = await services.monitor.acknowledge(row, user_id=body["user"]["id"])
+        outcome = await services.alerts.acknowledge(row, user_id=body["user"]["id"])
+        why_not = nothing_changed(outcome, tz=services.tz) if outcome else None
         _audit(services, body, row, command="alert_ack", outcome=Outcome.DONE, detail=why_not or "acknowledged")
         return blocks.problem(why_not) if why_not else None  # done: the alert itself shows who
 
@@ -96,7 +98,8 @@ async def silence_callback(ack: AsyncAck, body: dict[str, Any], context: dict[st
     hours = int(match[1]) if match else 1
 
     async def silence(services: Services, row: Episode) -> blocks.Reply | None:
-        until, why_not = await services.monitor.silence(row, user_id=body["user"]["id"], hours=hours)
+        until, outcome = await services.alerts.silence(row, user_id=body["user"]["id"], hours=hours)
+        why_not = nothing_changed(outcome, tz=services.tz) if outcome else None
         detail = why_not or f"{hours} h, until {until:%Y-%m-%d %H:%M} UTC"
         _audit(services, body, row, command="alert_silence", outcome=Outcome.DONE, detail=detail)
         return blocks.problem(why_not) if why_not else None  # done: the alert's thread says it
@@ -113,7 +116,7 @@ async def unsilence_callback(ack: AsyncAck, body: dict[str, Any], context: dict[
     reply: blocks.Reply | None
     try:
         value = str(body["actions"][0].get("value") or "")[:32]
-        silence = await services.monitor.get_silence(value)
+        silence = await services.alerts.get_silence(value)
         if silence is None:
             reply = blocks.problem("This silence is not known (any more).")
         else:
@@ -122,7 +125,8 @@ async def unsilence_callback(ack: AsyncAck, body: dict[str, Any], context: dict[
                 _audit_silence(services, body, silence, outcome=Outcome.REFUSED, detail=decision.reason)
                 reply = blocks.refusal(decision.reason)
             else:
-                why_not = await services.monitor.unsilence(silence, user_id=user_id)
+                outcome = await services.alerts.unsilence(silence, user_id=user_id)
+                why_not = nothing_changed(outcome, tz=services.tz) if outcome else None
                 _audit_silence(services, body, silence, outcome=Outcome.DONE, detail=why_not or "ended early")
                 reply = blocks.problem(why_not) if why_not else None  # done: the thread and the alert say it
     except Exception as error:  # nothing here expected it: one boundary logs it, audits it failed, tells the clicker

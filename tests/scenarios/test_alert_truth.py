@@ -216,7 +216,7 @@ async def test_silence_holds_a_throughput_alert_of_the_cluster_lists_it_and_unsi
     await world.slack.click(user_id=BOB, message=silence_message, action_id="alert_unsilence")
     refusal = await world.slack.wait_for(lambda m: m.ephemeral_to == BOB, timeout=CLUSTER_ALERT_WAIT)
     assert "viewer" in refusal.text
-    assert await services.monitor.get_silence(silence_message.blocks[1]["elements"][0]["value"]) is not None
+    assert await services.alerts.get_silence(silence_message.blocks[1]["elements"][0]["value"]) is not None
 
     await world.slack.click(user_id=ALICE, message=silence_message, action_id="alert_unsilence")
     ended = await world.slack.wait_for(
@@ -354,7 +354,7 @@ async def test_a_silence_holds_a_cluster_alert_and_unsilence_refuses_a_stranger_
     refusal = await world.slack.wait_for(lambda m: m.ephemeral_to == stranger, timeout=CLUSTER_ALERT_WAIT)
     assert "internal error" not in refusal.text
     value = silence_message.blocks[1]["elements"][0]["value"]
-    current = await services.monitor.get_silence(value)
+    current = await services.alerts.get_silence(value)
     assert current is not None and current.ended_at is None, "still silenced"
 
     await world.slack.click(user_id=ADMIN, message=silence_message, action_id="alert_unsilence")

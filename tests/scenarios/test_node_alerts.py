@@ -215,8 +215,9 @@ async def test_two_instances_on_one_database_post_a_failure_once(
 ) -> None:
     """Two monitors with their own engines on one database (SQLite, and Postgres in CI) sweep the same
     failure at the same moment: one episode, one message."""
-    from bot.monitor.desk import AlertDesk
+    from bot.alerts.desk import AlertDesk
     from bot.monitor.nodes import NodeMonitor
+    from bot.slack.alerts import SlackAlerts
     from storage.db import Database
 
     async with sandbox_factory(database_url=database_url) as world:
@@ -227,7 +228,13 @@ async def test_two_instances_on_one_database_post_a_failure_once(
         set_hyperpod_node_status(ACCOUNT, REGION, TRAIN, node, "Failure", XID)
         other_db = Database(url=database_url)
         try:
-            desk = AlertDesk(db=other_db, poster=services.poster, program=services.program)
+            desk = AlertDesk(
+                db=other_db,
+                poster=services.poster,
+                program=services.program,
+                presenter=SlackAlerts(),
+                clusters=services.fleet,
+            )
             other = NodeMonitor(desk=desk, fleet=services.fleet)
             await asyncio.gather(services.monitor.sweep(), other.sweep(), services.monitor.sweep(), other.sweep())
         finally:
@@ -326,9 +333,9 @@ async def test_an_alert_slack_refused_is_posted_at_a_later_sweep_once(world: San
     world.slack.fail_next("chat.postMessage", status=500)
     await sweep(world)
     assert not alerts_about(world, node)
-    monitor = world.pitcrew.services.monitor
+    desk = world.pitcrew.services.alerts
     later = datetime.now(UTC) + timedelta(minutes=3)  # past the grace left for the opener's own post
-    monitor._clock = lambda: later  # the monitor's injectable clock
+    desk.clock = lambda: later  # the alert desk's injectable clock, the node monitor's too
     await sweep(world)
     await sweep(world)
     assert len(alerts_about(world, node)) == 1

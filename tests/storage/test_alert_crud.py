@@ -6,10 +6,14 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
+import pytest
+import sqlalchemy as sa
 from sqlalchemy import inspect
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from storage import crud
-from storage.db import Database
+from storage.db import Database, upgrade
 from storage.models import Episode, Silence
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
@@ -73,17 +77,17 @@ async def test_an_episode_is_opened_once_when_two_replicas_race(db: Database) ->
 
 async def test_next_generation_is_one_past_the_last_closed_episode_of_one_key(db: Database) -> None:
     async with db.session() as session:
-        assert await crud.next_generation(session, **KEY, node_key="i-0aaa") == 0
+        assert await crud.next_generation(session, **KEY, kind="node", node_key="i-0aaa") == 0
     await add(db, episode("i-0aaa", 0, state="closed"))
     await add(db, episode("i-0aaa", 1))
     await add(db, episode("cluster", 0))
     async with db.session() as session:
         # The open generation 1 is not skipped: a replica racing to open it again must collide with it.
-        assert await crud.next_generation(session, **KEY, node_key="i-0aaa") == 1
-        assert await crud.next_generation(session, **KEY, node_key="cluster") == 0
-        assert await crud.next_generation(session, **KEY, node_key="i-0bbb") == 0
+        assert await crud.next_generation(session, **KEY, kind="node", node_key="i-0aaa") == 1
+        assert await crud.next_generation(session, **KEY, kind="cluster", node_key="cluster") == 0
+        assert await crud.next_generation(session, **KEY, kind="node", node_key="i-0bbb") == 0
         other_backend = {**KEY, "backend": "pcluster"}
-        assert await crud.next_generation(session, **other_backend, node_key="i-0aaa") == 0
+        assert await crud.next_generation(session, **other_backend, kind="node", node_key="i-0aaa") == 0
 
 
 async def test_latest_episode_is_found_by_any_of_its_nodes(db: Database) -> None:
@@ -293,3 +297,44 @@ async def test_the_alert_a_silence_was_set_from_is_found_by_its_message(db: Data
         found = await crud.episode_with_message(session, channel_id="C0KUMOLAB", message_ts="1.000100")
         none = await crud.episode_with_message(session, channel_id="C0KUMOLAB", message_ts="2.000100")
     assert found is not None and found.id == own.id and none is None
+
+
+def test_migration_0009_names_every_job_episode_and_keys_episodes_by_kind(database_url: str) -> None:
+    """Job episodes stored before 0009 may be known by their backend alone: they get kind "job"; then the
+    kind is part of the unique key, so two kinds of one cluster may share a node key, one kind may not."""
+    upgrade(database_url, "0008")
+    columns = (
+        "org_id, backend, cluster_name, node_key, generation, kind, state, node_ids, opened_at, updated_at, "
+        "group_name, instance_type, status, message, reopened, node_recovery, silenced, channel_id, node_hours_lost"
+    )
+    insert = (
+        f"INSERT INTO episodes ({columns}) VALUES "
+        "('kumo-labs', '{backend}', 'kumo-p5', '{key}', 0, '{kind}', 'open', '[]', '2026-11-30 09:00:00', "
+        "'2026-11-30 09:00:00', '', '', '', '', 0, '', false, '', 0)"
+    )
+
+    async def run(*statements: str) -> list[tuple[object, ...]]:
+        engine = create_async_engine(database_url)
+        try:
+            async with engine.begin() as connection:
+                rows: list[tuple[object, ...]] = []
+                for statement in statements:
+                    result = await connection.execute(sa.text(statement))
+                    rows = [tuple(row) for row in result.fetchall()] if result.returns_rows else []
+                return rows
+        finally:
+            await engine.dispose()
+
+    asyncio.run(
+        run(
+            insert.format(backend="throughput", key="run-1", kind="node"),
+            insert.format(backend="throughput", key="run-2", kind="job"),
+            insert.format(backend="hyperpod", key="i-0aaa", kind="node"),
+        )
+    )
+    upgrade(database_url)
+    kinds = asyncio.run(run("SELECT node_key, kind FROM episodes ORDER BY node_key"))
+    assert kinds == [("i-0aaa", "node"), ("run-1", "job"), ("run-2", "job")]
+    asyncio.run(run(insert.format(backend="hyperpod", key="i-0aaa", kind="idle")))  # another kind, same key
+    with pytest.raises(IntegrityError):
+        asyncio.run(run(insert.format(backend="hyperpod", key="i-0aaa", kind="node")))

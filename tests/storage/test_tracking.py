@@ -90,7 +90,7 @@ def episode(
         cluster_name="kumo-p5",
         node_key=node_key,
         generation=0,
-        kind="cluster" if node_key == "cluster" else "node",
+        kind="job" if backend == "throughput" else "cluster" if node_key == "cluster" else "node",
         state="open" if closed is None else "closed",
         node_ids=[] if node_key == "cluster" or backend == "throughput" else [node_key],
         group_name="workers",

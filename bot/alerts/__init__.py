@@ -1,0 +1,1 @@
+"""Alerts: one lifecycle (bot.alerts.desk.AlertDesk) for every kind of alert (bot.alerts.kinds)."""

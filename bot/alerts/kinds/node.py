@@ -1,0 +1,28 @@
+"""A failed node (and the nodes that replaced it while they keep failing), keyed by the instance that
+opened it; a storm (many nodes of one cluster at once) is one message for its members."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bot.alerts.kind import Action, Bucket
+from bot.clusters.model import Backend
+from storage.models import Episode, EpisodeKind
+
+
+@dataclass(frozen=True)
+class NodeKind:
+    name: str = EpisodeKind.NODE.value
+    bucket: Bucket | None = Bucket.FAILURE
+    source: str | None = None
+    reads_cluster: bool = True
+
+    def actions(self, rows: Sequence[Episode]) -> tuple[Action, ...]:
+        # Replace and reboot act on one node of HyperPod; a storm's message offers neither.
+        one_hyperpod_node = len(rows) == 1 and rows[0].storm_id is None and rows[0].backend == Backend.HYPERPOD.value
+        node = (Action.REPLACE, Action.REBOOT) if one_hyperpod_node else ()
+        return (Action.ACKNOWLEDGE, *node, Action.SILENCE)
+
+
+KIND = NodeKind()
