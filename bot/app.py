@@ -26,6 +26,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from bot.access import AccessPolicy
+from bot.alerts.desk import AlertDesk
 from bot.audit import AuditLog
 from bot.clusters.accounts import AwsAccounts
 from bot.clusters.fleet import Fleet
@@ -39,7 +40,6 @@ from bot.ingest.api import ingest_routes
 from bot.ingest.known_clusters import KnownClusters
 from bot.metrics import Metrics
 from bot.monitor.cloudwatch import CloudWatchPull
-from bot.monitor.desk import AlertDesk
 from bot.monitor.events import EventQueue
 from bot.monitor.jobs import ThroughputMonitor
 from bot.monitor.lease import LeaderLease, default_holder
@@ -47,6 +47,7 @@ from bot.monitor.nodes import NodeMonitor
 from bot.operations import Operations
 from bot.scheduler import LeaderScheduler, Monitors
 from bot.services import Services
+from bot.slack.alerts import SlackAlerts
 from bot.slack.poster import Poster
 from handlers import register_listeners
 from handlers.errors import on_error
@@ -99,7 +100,7 @@ def build_services(
     )
     poster = Poster(client=client, post_interval=settings.pitcrew_post_interval, metrics=metrics)
     audit = AuditLog(db=db)
-    desk = AlertDesk(db=db, poster=poster, program=program)
+    desk = AlertDesk(db=db, poster=poster, program=program, presenter=SlackAlerts(), clusters=fleet)
     holder = default_holder()
     ledger = UsageLedger(db=db, poster=poster, program=program)
     digest = WeeklyDigest(db=db, poster=poster, program=program, holder=holder)
@@ -147,6 +148,7 @@ def build_services(
             tz=ZoneInfo(program.timezone),
             plan_ttl=timedelta(minutes=settings.pitcrew_plan_ttl_minutes),
         ),
+        alerts=desk,
         monitor=monitor,
         throughput=throughput,
         digest=digest,
