@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 
 from bot import audit_view
 from bot.access import AccessPolicy
+from bot.alerts.desk import AlertDesk
 from bot.audit import AuditLog
 from bot.clusters.fleet import Fleet
 from bot.clusters.model import Cluster
@@ -44,6 +45,7 @@ class Services:
     audit: AuditLog
     templates: TemplateSet
     operations: Operations
+    alerts: AlertDesk  # every alert's lifecycle: the buttons on alerts act through it
     monitor: NodeMonitor
     throughput: ThroughputMonitor
     digest: WeeklyDigest
