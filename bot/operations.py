@@ -260,7 +260,7 @@ class Operations:
         await self._set(operation.id, request=operation.request)
         rids = ", ".join(result.request_ids)
         if not result.successful:
-            raise NothingStarted(blocks.failed_nodes_text(operation.request["failed"]) + (f" (requests {rids})"))
+            raise NothingStarted(blocks.failed_nodes_text(result.failed) + f" (requests {rids})")
         return f"requests {rids}" if rids else ""
 
     async def cancel(self, operation_id: str, *, user_id: str) -> tuple[Reply, bool]:

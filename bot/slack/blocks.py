@@ -16,8 +16,17 @@ from zoneinfo import ZoneInfo
 
 from bot import audit_view
 from bot.clusters.fleet import OrgClusters
-from bot.clusters.model import Backend, Cluster, Health, Node
+from bot.clusters.model import Backend, Cluster, Health, Node, Phase
 from bot.clusters.plans import LaunchPlan, ScalePlan
+from bot.clusters.requests import (
+    BadRequest,
+    ChangeRequest,
+    Kind,
+    NodeFailure,
+    NodeRequest,
+    ScaleRequest,
+    from_json,
+)
 from bot.clusters.templates import TemplateSet
 from bot.commands import SUMMARY, USAGE, UsageError
 from bot.slack import mrkdwn
@@ -128,13 +137,9 @@ _HEALTH_ICON = {
 
 
 def cluster_icon(cluster: Cluster) -> str:
-    if cluster.unhealthy or cluster.status in ("Failed", "RollingBack") or cluster.status.endswith("_FAILED"):
+    if cluster.unhealthy or cluster.phase is Phase.FAILED:
         return ":red_circle:"
-    if (
-        cluster.nodes
-        and cluster.healthy == len(cluster.nodes)
-        and cluster.status in ("InService", "CREATE_COMPLETE", "UPDATE_COMPLETE", "RUNNING")
-    ):
+    if cluster.nodes and cluster.healthy == len(cluster.nodes) and cluster.phase is Phase.READY:
         return ":large_green_circle:"
     return ":large_yellow_circle:"
 
@@ -418,15 +423,23 @@ def _decide_context() -> Block:
     return context("Only the requester or a program admin can confirm. Nothing changes before that.")
 
 
+def _request(operation: Any) -> ChangeRequest | None:
+    """The operation's typed request; None when its stored JSON is not of its kind's shape (shown without it)."""
+    try:
+        return from_json(Kind(operation.kind), Backend(operation.backend), operation.request or {})
+    except (BadRequest, ValueError):
+        return None
+
+
 def operation_summary(operation: Any) -> str:
     """One line naming the change, for the audit log and fallbacks."""
-    request, ref = operation.request or {}, f"{operation.org_id}/{operation.cluster_name}"
+    request, ref = _request(operation), f"{operation.org_id}/{operation.cluster_name}"
     if operation.kind == "launch":
         return f"launch {ref} ({operation.template})"
-    if operation.kind == "scale":
-        return f"scale {ref} {request.get('group')} {request.get('before')}→{request.get('count')}"
-    if operation.kind in ("reboot", "replace"):
-        return f"{operation.kind} {ref} " + " ".join(request.get("node_ids", []))
+    if isinstance(request, ScaleRequest):
+        return f"scale {ref} {request.group} {request.before}→{request.count}"
+    if isinstance(request, NodeRequest):
+        return f"{operation.kind} {ref} " + " ".join(request.node_ids)
     return f"{operation.kind} {ref}"
 
 
@@ -437,8 +450,8 @@ def busy_text(other: Any) -> str:
     )
 
 
-def failed_nodes_text(failed: Sequence[dict[str, str]]) -> str:
-    return "; ".join(f"{f['node_id']}: {f['code']} ({escape(f['message'])[:160]})" for f in failed)
+def failed_nodes_text(failed: Sequence[NodeFailure]) -> str:
+    return "; ".join(f"{f.node_id}: {f.code} ({escape(f.message)[:160]})" for f in failed)
 
 
 def scale_plan(plan: ScalePlan, *, operation_id: str | None = None) -> Reply:
@@ -599,14 +612,14 @@ def operation_line(operation: Any, cluster: Cluster | None) -> str:
     """Where a running change stands, from the cluster as AWS shows it now."""
     if cluster is None:
         return "Waiting for AWS to show the cluster…" if operation.kind != "delete" else "The cluster is gone."
-    request = operation.request or {}
+    request = _request(operation)
     if operation.kind == "stop_fleet":
         return f"`{cluster.status}` · compute fleet `{cluster.extra.get('compute_fleet') or 'unknown'}`"
-    if operation.kind in ("reboot", "replace"):
+    if isinstance(request, NodeRequest):
         nodes = {node.node_id: node for node in cluster.nodes}
-        parts = [f"`{i}` {nodes[i].status if i in nodes else 'gone'}" for i in request.get("successful", [])]
-        before = set(request.get("before_ids", []))
-        fresh = [n for n in cluster.nodes if n.group in request.get("groups", []) and n.node_id not in before]
+        parts = [f"`{i}` {nodes[i].status if i in nodes else 'gone'}" for i in request.successful or ()]
+        before = set(request.before_ids)
+        fresh = [n for n in cluster.nodes if n.group in request.groups and n.node_id not in before]
         if fresh:
             parts.append("new: " + ", ".join(f"`{n.node_id}` {n.status}" for n in fresh))
         return f"`{cluster.status}` · " + " · ".join(parts)
@@ -620,15 +633,13 @@ def operation_progress(operation: Any, line: str) -> Reply:
     )
     icon, title, doing = _KIND_TITLE.get(operation.kind, (":gear:", operation.kind, operation.kind))
     ref = f"`{operation.org_id}/{operation.cluster_name}`"
-    request = operation.request or {}
-    what = {
-        "launch": f"{ref} from `{operation.template}`",
-        "scale": f"{ref} · `{escape(str(request.get('group')))}` "
-        f"{request.get('before')} → {request.get('count')} nodes",
-    }.get(operation.kind, ref)
+    request = _request(operation)
+    what = f"{ref} from `{operation.template}`" if operation.kind == "launch" else ref
+    if isinstance(request, ScaleRequest):
+        what = f"{ref} · `{escape(request.group)}` {request.before} → {request.count} nodes"
     body = [section(f"{icon} *{title}* {what}"), section(line)]
-    if request.get("failed"):
-        body.append(section(":x: *Not done*: " + failed_nodes_text(request["failed"])))
+    if isinstance(request, NodeRequest) and request.failed:
+        body.append(section(":x: *Not done*: " + failed_nodes_text(request.failed)))
     body.append(context(who))
     return Reply(text=f"{doing} {operation_summary(operation)[len(operation.kind) + 1 :]}: {line}", blocks=body)
 
