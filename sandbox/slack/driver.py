@@ -104,6 +104,15 @@ class UserDriver(Workspace):
         timestamp: int | None = None,
     ) -> httpx.Response:
         """Click the button `action_id` in `message` as `user_id` (a `block_actions` delivery)."""
+        payload = self.click_payload(user_id=user_id, message=message, action_id=action_id, value=value)
+        body = urlencode({"payload": json.dumps(payload)})
+        return await self._deliver(body, timestamp=timestamp, signing_secret=None)
+
+    def click_payload(
+        self, *, user_id: str, message: Message, action_id: str, value: str | None = None
+    ) -> dict[str, Any]:
+        """The `block_actions` payload Slack sends for that click, with a response URL of its own; click()
+        delivers it, a listener test hands it to the listener as its body."""
         found = find_action(message.blocks, action_id)
         if found is None:
             raise ValueError(f"no element with action_id={action_id!r} in message {message.ts}")
@@ -147,8 +156,7 @@ class UserDriver(Workspace):
         # honest (they must use container/response_url there).
         if not is_ephemeral:
             payload["message"] = self._message_json(message)
-        body = urlencode({"payload": json.dumps(payload)})
-        return await self._deliver(body, timestamp=timestamp, signing_secret=None)
+        return payload
 
     async def submit_view(
         self,
@@ -166,6 +174,19 @@ class UserDriver(Workspace):
         them, a block_id/action_id that is not an input of the view, or a required input left empty.
         """
         stored = self._user_view(user_id, view_id)
+        payload = self.submission_payload(user_id=user_id, view_id=view_id, values=values)
+        body = urlencode({"payload": json.dumps(payload)})
+        response = await self._deliver(body, timestamp=timestamp, signing_secret=None)
+        self._apply_view_response(stored, response)
+        self._notify()
+        return response
+
+    def submission_payload(
+        self, *, user_id: str, view_id: str, values: Mapping[str, Mapping[str, str]]
+    ) -> dict[str, Any]:
+        """The `view_submission` payload for `values` typed into modal `view_id` (kept as the view's state);
+        submit_view delivers it, a listener test hands it to the listener as its body."""
+        stored = self._user_view(user_id, view_id)
         stored["state"] = {"values": submission_state(stored["blocks"], values)}
         payload: dict[str, Any] = {
             "type": "view_submission",
@@ -179,11 +200,7 @@ class UserDriver(Workspace):
             "is_enterprise_install": False,
             "enterprise": None,
         }
-        body = urlencode({"payload": json.dumps(payload)})
-        response = await self._deliver(body, timestamp=timestamp, signing_secret=None)
-        self._apply_view_response(stored, response)
-        self._notify()
-        return response
+        return payload
 
     async def close_view(self, *, user_id: str, view_id: str, timestamp: int | None = None) -> httpx.Response | None:
         """Close modal `view_id` as `user_id` (the X button); Slack sends `view_closed` only to views opened
