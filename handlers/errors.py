@@ -1,15 +1,28 @@
-"""Bolt's error handler (`app.error`): the last line behind every listener and middleware.
+"""The one error boundary behind every listener and middleware.
 
-Listeners catch what they expect; whatever escapes them ends here: it is logged, audited as failed, the
-person gets one plain message where Slack lets us reach them, and Slack gets a status below 500 (a 500 makes
-Slack show "failed with the error dispatch_failed" and retry)."""
+Listeners catch what they expect (bad input is an answer, not an error); whatever escapes them ends here: it
+is logged, audited as failed, the person gets one plain message where Slack lets us reach them, and Slack gets
+a status below 500 (a 500 makes Slack show "failed with the error dispatch_failed" and retry). Two ways in:
+
+- before the listener's ack (or in middleware): Bolt's error handler, `on_error`, answers with the ack;
+- after it: `guarded`, which wraps every listener, reports it (`report_failure`) at once. Bolt's async runner
+  would set the ack back to None and, when the failure comes within its 10 ms poll, answer Slack only after
+  its 3 s timeout.
+
+`guarded` also gives every click and form submission its audit row: listeners record what they decide (a
+confirm, a refusal, an acknowledgement); one that returns without recording anything (a plan no longer known,
+a form opened, a cluster busy) gets one entry saying the button was pressed and nothing was changed. Slash
+commands record their own (handlers.commands.reply)."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
+from functools import wraps
 from logging import Logger
 from typing import Any
 
+from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.error import BoltUnhandledRequestError
 from slack_bolt.response import BoltResponse
 
@@ -18,6 +31,12 @@ from bot.slack import blocks
 from storage.models import Outcome
 
 log = logging.getLogger(__name__)
+
+# Bolt passes a listener its arguments by parameter name: (ack, body or command, context, logger) here.
+Listener = Callable[..., Awaitable[None]]
+CLICK, FORM = "click", "form"  # the audit log's command names for the fallback rows (bot.audit_view reads them)
+NO_DECISION = "answered; nothing changed"
+INTERNAL_ERROR = "Pitcrew hit an internal error answering that. It is logged; try again or tell a program admin."
 
 UNKNOWN_BUTTON = "Pitcrew does not know this button (any more); run the command again for a fresh one."
 UNKNOWN_SHORTCUT = "Pitcrew has no shortcuts; use /cluster, /track or /digest (`/cluster help` lists them)."
@@ -77,11 +96,11 @@ async def on_error(
 async def report_failure(error: Exception, body: dict[str, Any], context: dict[str, Any], logger: Logger) -> str:
     """Log a failed request, audit it as failed and tell its user where Slack lets us; the message told.
 
-    Also called by handlers.audited for a listener that failed after its ack: Bolt's runner then sets the
-    ack back to None, and, when that happens within its 10 ms poll, answers Slack only after 3 s."""
+    A slash command's failure is audited as the command answers are (what was typed, under the org it would
+    have meant) and counted in its metrics."""
     what, name = _what(body)
     logger.error("%s %s failed: %s", what, name, type(error).__name__, exc_info=error)
-    message = COULD_NOT.format(what=what)
+    message = INTERNAL_ERROR if what == "command" else COULD_NOT.format(what=what)
     await _audit_and_tell(
         body,
         context,
@@ -122,16 +141,21 @@ async def _audit_and_tell(
     services: Services | None = context.get("services")
     if services is None:
         return
+    user_id, channel_id = _user(body), str(context.get("channel_id") or "")[:24]
+    typed = body.get("text") if what == "command" and isinstance(body.get("text"), str) else None
     services.audit.record(
         at=services.clock(),
-        user_id=_user(body),
-        channel_id=str(context.get("channel_id") or "")[:24],
+        user_id=user_id,
+        channel_id=channel_id,
         command=name,
         # A command is recorded by what was typed, as answer_command records it; a click or form by its name.
-        text=body["text"] if what == "command" and isinstance(body.get("text"), str) else f"{what} {name}",
+        text=typed if typed is not None else f"{what} {name}",
         outcome=outcome,
+        org_id=services.access.default_org(user_id=user_id, channel_id=channel_id) if what == "command" else None,
         detail=detail,
     )
+    if what == "command":
+        services.metrics.command(command=name, text=typed or "", outcome=outcome.value)
     url = body.get("response_url")
     if isinstance(url, str) and url.startswith(("https://", "http://")):
         # In the background: the ack waits for nothing, and a reply that fails cannot fail the request.
@@ -143,3 +167,65 @@ async def _tell(services: Services, url: str, message: str) -> None:
         await services.poster.respond(url, blocks.problem(message))
     except Exception:
         log.warning("telling the user through the response URL failed", exc_info=True)
+
+
+def guarded(listener: Listener) -> Listener:
+    """`listener` behind the boundary (see the module docstring): a failure after its ack is reported at once,
+    and a click or submission it answered without recording anything gets its audit row."""
+
+    # inspect.signature follows @wraps to the listener's own parameters, so Bolt passes those, by name.
+    @wraps(listener)
+    async def behind_boundary(**kwargs: Any) -> None:
+        ack: AsyncAck = kwargs["ack"]
+        context: dict[str, Any] = kwargs["context"]
+        body: dict[str, Any] = kwargs.get("body") or kwargs.get("command") or {}
+        try:
+            answered = await _run(listener, kwargs, context)
+        except Exception as error:
+            if ack.response is None:
+                raise  # not acknowledged yet: Bolt's error handler answers with the ack (on_error)
+            await report_failure(error, body, context, kwargs["logger"])
+            return
+        if not answered:
+            _record_no_decision(body, context)
+
+    return behind_boundary
+
+
+async def _run(listener: Listener, kwargs: dict[str, Any], context: dict[str, Any]) -> bool:
+    """Run the listener; whether it is answered for in the audit log (it recorded, or there is no log)."""
+    services: Services | None = context.get("services")
+    if services is None:
+        await listener(**kwargs)
+        return True
+    with services.audit.watch() as recorded:
+        await listener(**kwargs)
+        return recorded()
+
+
+def _str(value: Any, limit: int) -> str:
+    return value[:limit] if isinstance(value, str) else ""
+
+
+def _record_no_decision(body: dict[str, Any], context: dict[str, Any]) -> None:
+    """The fallback row of a click (its action id and value) or form (its callback id)."""
+    services: Services = context["services"]
+    channel = body.get("channel")
+    user = body.get("user")
+    if body.get("type") == "view_submission":
+        view = body.get("view") if isinstance(body.get("view"), dict) else {}
+        command, text = FORM, _str((view or {}).get("callback_id"), 64) or "form"
+    else:
+        actions = body.get("actions")
+        first = actions[0] if isinstance(actions, list) and actions and isinstance(actions[0], dict) else {}
+        command = CLICK
+        text = f"{_str(first.get('action_id'), 64) or 'button'} {_str(first.get('value'), 200)}".strip()
+    services.audit.record(
+        at=services.clock(),
+        user_id=_str(user.get("id"), 24) if isinstance(user, dict) else "",
+        channel_id=_str(channel.get("id"), 24) if isinstance(channel, dict) else "",
+        command=command,
+        text=text,
+        outcome=Outcome.ALLOWED,
+        detail=NO_DECISION,
+    )

@@ -16,7 +16,7 @@ from bot.clusters.progress import Kind
 from bot.commands import ShowAudit, UsageError, parse_cluster_command
 from bot.digest import render
 from bot.slack import alerts, blocks, mrkdwn
-from handlers import audited
+from handlers import errors
 
 TOKYO = ZoneInfo("Asia/Tokyo")
 AT = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)  # 18:30 in Tokyo
@@ -44,7 +44,7 @@ def test_the_copied_names_are_the_ones_the_writers_use() -> None:
     assert (audit_view.ACK, audit_view.UNSILENCE) == (alerts.ACK_ACTION, alerts.UNSILENCE_ACTION)
     assert (audit_view.ALERT_REPLACE, audit_view.ALERT_REBOOT) == (alerts.REPLACE_ACTION, alerts.REBOOT_ACTION)
     assert tuple(alerts.SILENCE_ACTION.format(hours=h) for h in alerts.SILENCE_HOURS) == audit_view.SILENCES
-    assert (audit_view.CLICK, audit_view.FORM) == (audited.CLICK, audited.FORM)
+    assert (audit_view.CLICK, audit_view.FORM) == (errors.CLICK, errors.FORM)
 
 
 @pytest.mark.parametrize(

@@ -48,7 +48,7 @@ def test_track_export_writes_the_living_document_as_markdown(
 
     from bot.config import load_program
     from bot.digest.facts import RecordKind
-    from bot.digest.records import RecordBook
+    from bot.tracking.records import RecordBook
     from sandbox.world import EXAMPLE_PROGRAM
     from storage.db import Database
 

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from sqlalchemy import func, select
 
 from bot.commands import USAGE
-from bot.digest.commands import DIGEST_USAGE, TRACK_USAGE
+from bot.digest.parse import DIGEST_USAGE
 from bot.digest.render import (
     TRACK_ADD_ACTION,
     TRACK_KIND_BLOCK,
@@ -48,6 +48,7 @@ from bot.slack.blocks import (
     DELETE_OPEN_ACTION,
     DELETE_VIEW,
 )
+from bot.tracking.parse import TRACK_USAGE
 from sandbox.slack_workspace import Message, signed_headers
 from sandbox.world import SIGNING_SECRET, Sandbox
 from storage.models import AuditEntry

@@ -4,45 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from logging import Logger
 from typing import Any
 
-from slack_bolt.context.ack.async_ack import AsyncAck
-
-from bot.access import NOT_A_MEMBER, Action
-from bot.commands import UsageError
+from bot.access import Action
 from bot.digest import render
-from bot.digest.commands import (
-    DIGEST_NEEDS,
-    DIGEST_SUMMARY,
-    DIGEST_USAGE,
-    DigestHelp,
-    DigestPreview,
-    DigestSend,
-    parse_digest_command,
-)
+from bot.digest.parse import DIGEST, DigestPreview, DigestSend
 from bot.digest.weekly import org_chart, program_chart
 from bot.digest.weeks import parse_week
 from bot.services import Services
 from bot.slack import blocks
-from handlers.commands.reply import Answer, answer_command
-from handlers.commands.track import refuse
+from bot.subcommands import UsageError
+from handlers.commands.reply import Answer, Call, SlashCommand, invalid, org_refusal
 from storage.models import Outcome
 
 log = logging.getLogger(__name__)
 RESPONSES = 5  # Slack accepts up to five replies through one response URL
-
-
-async def digest_command_callback(
-    ack: AsyncAck, command: dict[str, Any], context: dict[str, Any], logger: Logger
-) -> None:
-    async def answer(
-        services: Services, user_id: str, channel_id: str, text: str, _: dict[str, Any]
-    ) -> tuple[Answer, list[blocks.Reply]]:
-        found, more = await answer_digest_command(services, user_id=user_id, channel_id=channel_id, text=text)
-        return found, continuation(more)
-
-    await answer_command(ack, command, context, logger, answer=answer)
 
 
 def continuation(more: list[blocks.Reply]) -> list[blocks.Reply]:
@@ -59,54 +35,33 @@ def continuation(more: list[blocks.Reply]) -> list[blocks.Reply]:
     return [*shown, blocks.Reply(text=text, blocks=[blocks.context(text)])]
 
 
-async def answer_digest_command(
-    services: Services, *, user_id: str, channel_id: str, text: str
-) -> tuple[Answer, list[blocks.Reply]]:
-    """The reply, and the continuation messages of a long preview."""
-    if not services.access.is_known(user_id):
-        return Answer(blocks.refusal(NOT_A_MEMBER), Outcome.REFUSED, detail="not a member"), []
-    try:
-        parsed = parse_digest_command(text)
-    except UsageError as error:
-        return Answer(blocks.usage_error(error), Outcome.INVALID, detail=error.message), []
-    if isinstance(parsed, DigestHelp):
-        return Answer(_help(services, user_id)), []
-    if isinstance(parsed, DigestSend):
-        return await _send(services, force=parsed.force, user_id=user_id), []
-    return await _preview(services, parsed, user_id=user_id, channel_id=channel_id)
-
-
-async def _preview(
-    services: Services, parsed: DigestPreview, *, user_id: str, channel_id: str
-) -> tuple[Answer, list[blocks.Reply]]:
+async def _preview(call: Call, parsed: DigestPreview) -> Answer:
+    services, user_id, channel_id = call.services, call.user_id, call.channel_id
     week = services.digest.current_week()
     if parsed.week:
         try:
             week = parse_week(parsed.week, services.tz)
         except ValueError as error:  # the parser checked the format; this is the calendar's say
-            usage = UsageError(str(error), DIGEST_USAGE["preview"])
-            return Answer(blocks.usage_error(usage), Outcome.INVALID, detail=str(error)), []
+            return invalid(UsageError(str(error), call.spec.usage))
     access = services.access
     org_id = parsed.org
     if org_id is None and not (access.is_admin(user_id) and services.program.org_by_channel(channel_id) is None):
         org_id = access.default_org(user_id=user_id, channel_id=channel_id)
         if org_id is None:
-            usage = UsageError(
-                "Which org? You can see several and this is not an org's channel.", DIGEST_USAGE["preview"]
-            )
-            return Answer(blocks.usage_error(usage), Outcome.INVALID, detail="no org"), []
+            usage = UsageError("Which org? You can see several and this is not an org's channel.", call.spec.usage)
+            return Answer(blocks.usage_error(usage), Outcome.INVALID, detail="no org")
     if org_id is None:  # an admin outside the org channels: the program-wide summary
         digest = await services.digest.build(week)
         replies = render.digest_summary(digest)
         chart_work = asyncio.to_thread(program_chart, digest)
         name = f"digest-{week.label}.png"
     else:
-        refused = refuse(services, user_id=user_id, action=Action.VIEW, org_id=org_id)
+        refused = org_refusal(services, user_id=user_id, action=Action.VIEW, org_id=org_id)
         if refused:
-            return refused, []
+            return refused
         if services.program.org(org_id) is None:
             reason = f"There is no org `{org_id}` in this program."
-            return Answer(blocks.refusal(reason), Outcome.INVALID, org_id, reason), []
+            return Answer(blocks.refusal(reason), Outcome.INVALID, org_id, reason)
         digest = await services.digest.build(week, org_ids=[org_id])
         (section,) = digest.orgs
         replies = render.org_digest(section, week=week, program_name=services.program.name)
@@ -118,7 +73,7 @@ async def _preview(
     first, *rest = replies
     note = blocks.context("Preview, only you see it. The chart is in your direct messages with Pitcrew.")
     first = blocks.Reply(text=first.text, blocks=blocks.fit([*first.blocks, note], overflow="{hidden} more blocks"))
-    return Answer(first, org_id=org_id, detail=f"preview {week.label}"), rest
+    return Answer(first, org_id=org_id, detail=f"preview {week.label}", more=tuple(continuation(rest)))
 
 
 async def _send_chart(services: Services, channel: str, work: Any, *, name: str, title: str) -> None:
@@ -129,7 +84,8 @@ async def _send_chart(services: Services, channel: str, work: Any, *, name: str,
         log.exception("sending the digest preview chart %s failed", name)
 
 
-async def _send(services: Services, *, force: bool, user_id: str) -> Answer:
+async def _send(call: Call, parsed: DigestSend) -> Answer:
+    services, user_id, force = call.services, call.user_id, parsed.force
     refused = services.access.decide(user_id=user_id, action=Action.ADMINISTER)
     if not refused.allowed:
         return Answer(blocks.refusal(refused.reason), Outcome.REFUSED, detail=refused.reason)
@@ -163,18 +119,5 @@ def _person(claimed_by: str | None) -> str | None:
     return claimed_by if claimed_by and claimed_by[:1] in "UW" and claimed_by.isalnum() else None
 
 
-def _help(services: Services, user_id: str) -> blocks.Reply:
-    visible = services.access.visible_orgs(user_id)
-    lines = [
-        f"`{DIGEST_USAGE[name]}`\n{DIGEST_SUMMARY[name]}"
-        for name, needs in DIGEST_NEEDS.items()
-        if needs is None
-        or (needs is Action.ADMINISTER and services.access.is_admin(user_id))
-        or (
-            needs is not Action.ADMINISTER
-            and any(services.access.may(user_id=user_id, action=needs, org_id=o) for o in visible)
-        )
-    ]
-    return blocks.Reply(
-        text="Digest commands you may run", blocks=[blocks.header("Pitcrew: /digest"), *blocks.sections(lines)]
-    )
+DIGEST_COMMAND = SlashCommand(commands=DIGEST, title="Digest commands", runs={"preview": _preview, "send": _send})
+digest_command_callback = DIGEST_COMMAND.listener

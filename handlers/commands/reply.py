@@ -1,25 +1,26 @@
-"""What every slash command does around its answer: ack empty, answer through the response URL, audit.
+"""What every slash command does around its answer: ack empty, check membership, parse, dispatch to the
+subcommand, answer through the response URL, audit. Help is read off the command's table (bot.subcommands).
 
-One command gets one reply (a digest preview too long for one message adds its continuation), and an
-unexpected error becomes one plain message, never a stack trace in Slack."""
+One command gets one reply (a digest preview too long for one message adds its continuation). A failure is
+not caught here: it goes to the one error boundary (handlers.errors), which logs it, audits it and answers
+with one plain message, never a stack trace in Slack."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from logging import Logger
 from typing import Any
 
 from slack_bolt.context.ack.async_ack import AsyncAck
 
-from bot.access import Action
+from bot.access import NOT_A_MEMBER, Action
 from bot.names import unknown_org
 from bot.services import Services
 from bot.slack import blocks
 from bot.slack.blocks import Reply
+from bot.subcommands import CommandSet, Subcommand, UsageError
 from storage.models import Outcome
-
-INTERNAL_ERROR = "Pitcrew hit an internal error answering that. It is logged; try again or tell a program admin."
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,12 @@ class Answer:
     outcome: Outcome = Outcome.ALLOWED
     org_id: str | None = None
     detail: str = ""
+    more: tuple[Reply, ...] = ()  # continuation messages, after the reply
+
+
+def invalid(error: UsageError, org_id: str | None = None) -> Answer:
+    """The answer to bad input: what was wrong and the usage line."""
+    return Answer(blocks.usage_error(error), Outcome.INVALID, org_id, error.message)
 
 
 def org_refusal(services: Services, *, user_id: str, action: Action, org_id: str) -> Answer | None:
@@ -51,23 +58,102 @@ def org_refusal(services: Services, *, user_id: str, action: Action, org_id: str
     return Answer(blocks.refusal(decision.reason), Outcome.REFUSED, org_id, decision.reason)
 
 
+def help_answer(services: Services, user_id: str, commands: CommandSet, *, title: str) -> Answer:
+    """The subcommands of `commands` the user may run somewhere, and their role in each org they see."""
+    access = services.access
+    visible = access.visible_orgs(user_id)
+
+    def may_run(needs: Action | None) -> bool:
+        return (
+            needs is None
+            or access.is_admin(user_id)
+            or any(access.may(user_id=user_id, action=needs, org_id=org) for org in visible)
+        )
+
+    lines = commands.help_lines(may_run)
+    if access.is_admin(user_id):
+        role_line = "You are a program admin: every org is yours to see."
+    else:
+        roles = [f"{access.role(user_id=user_id, org_id=org)} of `{org}`" for org in visible]
+        role_line = "You are " + ", ".join(roles) + "."
+    text = f"{title} you may run:\n" + "\n".join(usage for usage, _ in lines)
+    shown = [f"`{usage}`\n{summary}" for usage, summary in lines]
+    reply = Reply(
+        text=text,
+        blocks=[blocks.header(f"Pitcrew: {commands.command}"), *blocks.sections(shown), blocks.context(role_line)],
+    )
+    return Answer(reply)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Call:
+    """One slash command being answered: who asked, where, and which subcommand it named."""
+
+    services: Services
+    user_id: str
+    channel_id: str
+    request_key: str | None  # the command's trigger id: a retried request records once
+    spec: Subcommand[Any]
+
+
+# A subcommand's run: the call and what its parser made of the text -> the answer.
+Run = Callable[[Call, Any], Awaitable[Answer]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SlashCommand:
+    """A slash command's listener: its table (bot.subcommands) and the run of each subcommand, by name; `help`
+    is answered from the table."""
+
+    commands: CommandSet
+    title: str  # help's first line: "{title} you may run"
+    runs: Mapping[str, Run]
+
+    def __post_init__(self) -> None:
+        named = set(self.commands.names) - {"help"} | ({self.commands.home.name} if self.commands.home else set())
+        if named != set(self.runs):
+            raise ValueError(f"{self.commands.command}: runs {sorted(self.runs)} do not match {sorted(named)}")
+
+    async def answer(
+        self, services: Services, user_id: str, channel_id: str, text: str, payload: dict[str, Any]
+    ) -> tuple[Answer, Sequence[Reply]]:
+        if not services.access.is_known(user_id):
+            return Answer(blocks.refusal(NOT_A_MEMBER), Outcome.REFUSED, detail="not a member"), ()
+        try:
+            spec, parsed = self.commands.parse(text)
+        except UsageError as error:
+            return invalid(error), ()
+        if spec.name == "help":
+            return help_answer(services, user_id, self.commands, title=self.title), ()
+        request_key = payload.get("trigger_id")
+        call = Call(
+            services=services,
+            user_id=user_id,
+            channel_id=channel_id,
+            request_key=request_key if isinstance(request_key, str) else None,
+            spec=spec,
+        )
+        found = await self.runs[spec.name](call, parsed)
+        return found, found.more
+
+    async def listener(self, ack: AsyncAck, command: dict[str, Any], context: dict[str, Any], logger: Logger) -> None:
+        await answer_command(ack, command, context, logger, answer=self.answer)
+
+
 # (services, user_id, channel_id, text, the command payload) -> the answer and any continuation messages
 Answerer = Callable[[Services, str, str, str, dict[str, Any]], Awaitable[tuple[Answer, Sequence[Reply]]]]
 
 
 async def answer_command(
-    ack: AsyncAck, command: dict[str, Any], context: dict[str, Any], logger: Logger, *, answer: Answerer
+    ack: AsyncAck, command: dict[str, Any], context: dict[str, Any], _logger: Logger, *, answer: Answerer
 ) -> None:
+    """The listener's body: a failure anywhere in it is the error boundary's (handlers.errors.guarded)."""
     await ack()  # empty ack: the one reply goes through the response URL
     services: Services = context["services"]
     received = services.clock()
     user_id, channel_id, text = command["user_id"], command["channel_id"], command.get("text") or ""
     name = command.get("command") or "/?"
-    try:
-        result, more = await answer(services, user_id, channel_id, text, command)
-    except Exception:
-        logger.exception("%s %r from %s failed", name, text[:200], user_id)
-        result, more = Answer(blocks.problem(INTERNAL_ERROR), Outcome.FAILED, detail="internal error"), ()
+    result, more = await answer(services, user_id, channel_id, text, command)
     await services.poster.respond(command["response_url"], result.reply)
     for reply in more:
         await services.poster.respond(command["response_url"], reply)

@@ -1,5 +1,6 @@
-"""The "Add a record" modal's submission: checked like `/track note ...` (text, org, the writer's role); a
-problem keeps the modal open with the reason under its field, and nothing is stored."""
+"""The "Add a record" modal's submission: checked like `/track note ...` (the text by the record book's own
+check, the org, the writer's role); a problem keeps the modal open with the reason under its field, and
+nothing is stored. A failure after the modal closed goes to the error boundary (handlers.errors)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,10 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 
 from bot.access import Action
 from bot.digest import render
-from bot.digest.commands import record_text_problem
 from bot.digest.facts import TYPED_KINDS, RecordKind
 from bot.services import Services
+from bot.tracking.records import record_text_problem
 from storage.models import Outcome
-
-INTERNAL_ERROR = "Pitcrew hit an internal error storing that. It is logged; try again."
 
 
 def _value(view: dict[str, Any], block: str, action: str) -> str:
@@ -78,15 +77,10 @@ async def track_submission_callback(
     assert org_id is not None  # checked by problems()
     kind = RecordKind(_value(view, render.TRACK_KIND_BLOCK, render.TRACK_KIND_INPUT))
     text = _value(view, render.TRACK_TEXT_BLOCK, render.TRACK_TEXT_INPUT).strip()
-    try:
-        # The view id is the request: a retried submission of the same modal stores one record.
-        record, new = await services.records.add(
-            org_id=org_id, kind=kind, text=text, user_id=user_id, channel_id=channel_id, request_key=view.get("id")
-        )
-    except Exception:
-        logger.exception("storing a record from the modal failed")
-        _audit(services, user_id, channel_id, org_id, Outcome.FAILED, "internal error")
-        return
+    # The view id is the request: a retried submission of the same modal stores one record.
+    record, new = await services.records.add(
+        org_id=org_id, kind=kind, text=text, user_id=user_id, channel_id=channel_id, request_key=view.get("id")
+    )
     _audit(
         services, user_id, channel_id, org_id, Outcome.DONE, f"#{record.id} {kind.value}" + ("" if new else " (again)")
     )

@@ -1,9 +1,14 @@
 """Tracking records of an org: what `/track` writes and reads. Authorization is the handlers' (bot.access);
-this stores, reads and computes. Writes are idempotent: a record carries the Slack request that made it,
-resolving is a conditional UPDATE, and setting a requirement to its current value changes nothing."""
+this checks, stores, reads and computes. Every way a record is written (`/track note ...`, the Add-a-record
+form, `/track require`) goes through `add` or `require`, which refuse what cannot be stored (RecordRefused),
+so no entry point accepts what another refuses. Writes are idempotent: a record carries the Slack request
+that made it, resolving is a conditional UPDATE, and setting a requirement to its current value changes
+nothing."""
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -21,6 +26,55 @@ from storage.models import TrackRecord, utcnow
 EPOCH = datetime(2020, 1, 1, tzinfo=UTC)  # before any program: "all of the history"
 DOC_USAGE_DAYS = 7  # the living document's usage window: the last 7 days, rolling
 SHOWN_RECORDS = 60  # newest records a `/track show` reply lists (the document and export have all)
+MAX_RECORD_TEXT = 1500
+MAX_REQUIREMENT_VALUE = 200  # storage: org_requirements.value
+REQUIREMENT_KEY = re.compile(r"(?:x-)?[a-z][a-z0-9_]{0,39}")  # storage: org_requirements.key; x-KEY: the org's own
+MAX_REQUIREMENT_KEY = 40
+
+
+class RecordRefused(ValueError):
+    """A record or requirement that is not stored; its message says why, in words for the writer."""
+
+
+def control_character(text: str, allowed: str = "") -> str | None:
+    """The first control character in text that is not in allowed, as U+XXXX (NUL cannot be stored in
+    PostgreSQL text; the others would only garble a message)."""
+    for char in text:
+        if char not in allowed and unicodedata.category(char) == "Cc":
+            return f"U+{ord(char):04X}"
+    return None
+
+
+def record_text_problem(text: str, *, what: str = "record") -> str | None:
+    """What is wrong with a record's text (trimmed), or None."""
+    if not text:
+        return "Say what to record."
+    if len(text) > MAX_RECORD_TEXT:
+        return f"That {what} is {len(text):,} characters long; a record holds at most {MAX_RECORD_TEXT:,}."
+    bad = control_character(text, allowed="\n\t\r")
+    if bad:
+        return f"That {what} contains a control character ({bad}); a record cannot hold it."
+    return None
+
+
+def requirement_problem(key: str, value: str) -> str | None:
+    """What is wrong with a requirement (its key lowercase, its value trimmed), or None."""
+    if not REQUIREMENT_KEY.fullmatch(key) or len(key) > MAX_REQUIREMENT_KEY:
+        return (
+            f"`{key[:40]}` is not a requirement key: keys are lowercase letters, digits and underscores, "
+            "starting with a letter, up to 40 characters."
+        )
+    if not value:
+        return f"`{key}` needs a value, e.g. `{key}=...`."
+    if len(value) > MAX_REQUIREMENT_VALUE:
+        return (
+            f"The value of `{key}` is {len(value):,} characters long; a value is at most "
+            f"{MAX_REQUIREMENT_VALUE} characters."
+        )
+    bad = control_character(value)
+    if bad:
+        return f"The value of `{key}` contains a control character ({bad}); keep it to one line."
+    return None
 
 
 @dataclass(frozen=True)
@@ -42,7 +96,11 @@ class RecordBook:
     async def add(
         self, *, org_id: str, kind: RecordKind, text: str, user_id: str, channel_id: str, request_key: str | None
     ) -> tuple[Record, bool]:
-        """(the record, True), or (the record already made by this same request, False)."""
+        """(the record, True), or (the record already made by this same request, False). RecordRefused for
+        text that is empty, too long or holds a control character (line breaks and tabs are prose)."""
+        problem = record_text_problem(text, what=kind.value)
+        if problem:
+            raise RecordRefused(problem)
         row = TrackRecord(
             org_id=org_id,
             kind=kind.value,
@@ -70,7 +128,12 @@ class RecordBook:
     async def require(
         self, *, org_id: str, pairs: Sequence[tuple[str, str]], user_id: str, request_key: str | None
     ) -> list[tuple[str, str | None, str]]:
-        """Set requirements; each change is also a dated `requirement` record in the history."""
+        """Set requirements; each change is also a dated `requirement` record in the history. RecordRefused,
+        and nothing set, when any pair is not a requirement that can be stored."""
+        for key, value in pairs:
+            problem = requirement_problem(key, value)
+            if problem:
+                raise RecordRefused(problem)
         now = self.clock()
         async with self._db.session() as session:
             changed = await tracking.set_requirements(session, org_id=org_id, pairs=pairs, by=user_id, at=now)

@@ -1,4 +1,4 @@
-"""Parsing of /track and /digest text: every bad input is a UsageError with a Usage line, never an exception."""
+"""Parsing of /track text: every bad input is a UsageError with a Usage line, never an exception."""
 
 import random
 
@@ -7,29 +7,23 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.access import Action
-from bot.commands import UsageError
-from bot.digest.commands import (
-    DIGEST_NEEDS,
-    DIGEST_SUMMARY,
-    DIGEST_USAGE,
-    MAX_RECORD_TEXT,
+from bot.digest.facts import RecordKind
+from bot.subcommands import UsageError
+from bot.tracking.parse import (
+    TRACK,
     TRACK_NEEDS,
     TRACK_SUMMARY,
     TRACK_USAGE,
     AddRecord,
-    DigestHelp,
-    DigestPreview,
-    DigestSend,
     ResolveRecord,
     SetRequirements,
     ShowTrack,
     TrackDoc,
     TrackHelp,
     TrackHome,
-    parse_digest_command,
     parse_track_command,
 )
-from bot.digest.facts import RecordKind
+from bot.tracking.records import MAX_RECORD_TEXT
 
 NOTE = RecordKind.NOTE
 
@@ -199,64 +193,8 @@ def test_unknown_subcommand_lists_every_usage_once() -> None:
     assert sum("/track note|milestone|incident|lesson" in line for line in lines) == 1
 
 
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("help", DigestHelp()),
-        ("Help", DigestHelp()),
-        ("preview", DigestPreview(org=None, week=None)),
-        ("PREVIEW Kumo-Labs", DigestPreview(org="kumo-labs", week=None)),
-        ("preview --week 2026-W48", DigestPreview(org=None, week="2026-W48")),
-        ("preview --week 2026-w48", DigestPreview(org=None, week="2026-W48")),
-        ("preview --week 2026-W53 kumo-labs", DigestPreview(org="kumo-labs", week="2026-W53")),
-        ("preview kumo-labs --week 2020-w01", DigestPreview(org="kumo-labs", week="2020-W01")),
-        ("send", DigestSend()),
-        ("send --force", DigestSend(force=True)),
-        ("  SEND   --force  ", DigestSend(force=True)),
-    ],
-)
-def test_digest_parses(text: str, expected: object) -> None:
-    assert parse_digest_command(text) == expected
-
-
-@pytest.mark.parametrize(
-    ("text", "message_part", "usage_part"),
-    [
-        ("", "Tell Pitcrew what to do", "/digest preview"),
-        ("   ", "Tell Pitcrew what to do", "/digest send"),
-        ("publish", "`publish` is not a /digest subcommand", "/digest preview"),
-        ("<@U123>", "`&lt;@U123&gt;` is not a /digest subcommand", "/digest send"),
-        ("help me", "takes no arguments", "/digest help"),
-        ("send --now", "`--now` is not an option of `/digest send`", "/digest send [--force]"),
-        ("send kumo-labs", "takes no arguments besides `--force`", "/digest send"),
-        ("preview --week 2027-W53", "`2027-W53` is not a week: 2027 has weeks W01 to W52", "/digest preview"),
-        ("preview --week 2026-W54", "`2026-W54` is not a week: 2026 has weeks W01 to W53", "/digest preview"),
-        ("preview --week 2026-W00", "`2026-W00` is not a week", "/digest preview"),
-        ("preview --week 0000-W01", "`0000-W01` is not a week", "/digest preview"),
-        ("preview --week 2026-48", "`2026-48` is not a week; write it as YYYY-Www", "/digest preview"),
-        ("preview --week 2026-W4", "is not a week", "/digest preview"),
-        ("preview --week 2026-W048", "is not a week", "/digest preview"),
-        ("preview --week \uff12\uff10\uff12\uff16-W48", "is not a week", "/digest preview"),
-        ("preview --week", "`--week` needs a week", "/digest preview"),
-        ("preview --week 2026-W01 --week 2026-W02", "at most once", "/digest preview"),
-        ("preview --weeks 2", "`--weeks` is not an option of `/digest preview`", "/digest preview"),
-        ("preview a b", "at most one org", "/digest preview"),
-        ("preview <!channel>", "`&lt;!channel&gt;` is not an org id", "/digest preview"),
-        ("preview " + "a" * 2000, "2,008 characters", "/digest send"),
-    ],
-)
-def test_digest_bad_input_says_what_and_how(text: str, message_part: str, usage_part: str) -> None:
-    with pytest.raises(UsageError) as caught:
-        parse_digest_command(text)
-    assert message_part in caught.value.message
-    assert caught.value.usage.startswith("/digest")
-    assert usage_part in caught.value.usage
-    assert "<" not in caught.value.message
-
-
 def test_tables_agree() -> None:
-    assert set(TRACK_USAGE) == set(TRACK_SUMMARY) == set(TRACK_NEEDS)
-    assert set(DIGEST_USAGE) == set(DIGEST_SUMMARY) == set(DIGEST_NEEDS)
+    assert set(TRACK_USAGE) == set(TRACK_SUMMARY) == set(TRACK_NEEDS) == set(TRACK.names)
     assert all(TRACK_USAGE[kind] == TRACK_USAGE["note"] for kind in ("milestone", "incident", "lesson"))
     assert {name for name, need in TRACK_NEEDS.items() if need is Action.OPERATE} == {
         "note",
@@ -268,9 +206,7 @@ def test_tables_agree() -> None:
     }
     assert TRACK_NEEDS["show"] is TRACK_NEEDS["doc"] is Action.VIEW
     assert TRACK_NEEDS["help"] is None
-    assert DIGEST_NEEDS == {"preview": Action.VIEW, "send": Action.ADMINISTER, "help": None}
     assert all(usage.startswith("/track ") for usage in TRACK_USAGE.values())
-    assert all(usage.startswith("/digest ") for usage in DIGEST_USAGE.values())
 
 
 def test_user_text_quoted_back_is_short_and_cannot_break_formatting() -> None:
@@ -281,7 +217,7 @@ def test_user_text_quoted_back_is_short_and_cannot_break_formatting() -> None:
 
 
 def _check(text: str) -> None:
-    for parse, prefix in ((parse_track_command, "/track"), (parse_digest_command, "/digest")):
+    for parse, prefix in ((parse_track_command, "/track"),):
         try:
             parse(text)
         except UsageError as error:
