@@ -19,7 +19,6 @@ from bot.clusters.model import Cluster
 from bot.clusters.templates import TemplateSet
 from bot.config import ProgramConfig, Settings
 from bot.digest.ledger import cluster_seen_rows
-from bot.digest.records import RecordBook
 from bot.digest.weekly import WeeklyDigest
 from bot.metrics import Metrics
 from bot.monitor.jobs import ThroughputMonitor
@@ -27,6 +26,7 @@ from bot.monitor.nodes import NodeMonitor
 from bot.operations import Operations
 from bot.scheduler import LeaderScheduler
 from bot.slack.poster import Poster
+from bot.tracking.records import RecordBook
 from storage import crud
 from storage.db import Database
 from storage.models import AuditEntry, Org, utcnow
