@@ -33,7 +33,6 @@ from bot.clusters.fleet import Fleet
 from bot.clusters.templates import load_templates
 from bot.config import ProgramConfig, Settings
 from bot.digest.ledger import UsageLedger
-from bot.digest.records import RecordBook
 from bot.digest.weekly import WeeklyDigest
 from bot.inbound import Refused, read_slack_request
 from bot.ingest.api import ingest_routes
@@ -49,6 +48,7 @@ from bot.scheduler import LeaderScheduler, Monitors
 from bot.services import Services
 from bot.slack.alerts import SlackAlerts
 from bot.slack.poster import Poster
+from bot.tracking.records import RecordBook
 from handlers import register_listeners
 from handlers.errors import on_error
 from storage.db import Database
