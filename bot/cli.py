@@ -305,7 +305,7 @@ async def _document_markdown(database_url: str, program: ProgramConfig, org_id: 
     from zoneinfo import ZoneInfo
 
     from bot.digest.markdown import tracking_doc_markdown
-    from bot.digest.records import RecordBook
+    from bot.tracking.records import RecordBook
     from storage.db import Database
 
     db = Database(url=database_url)
