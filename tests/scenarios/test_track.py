@@ -168,6 +168,29 @@ async def test_the_add_a_record_modal_checks_its_input_and_records_once(sandbox:
     assert (stored.kind, stored.org_id, stored.request_key) == ("lesson", "kumo-labs", view_id)
 
 
+# C0 controls, DEL, C1 controls: what `/track note` refuses, the form must refuse in the same words.
+CONTROL_CHARACTERS = ("\x7f", "\x00", "\x07", "\x1b", "\x85", "\x9f")
+
+
+async def test_a_control_character_is_refused_alike_by_the_command_and_the_form(sandbox: Sandbox) -> None:
+    home = await track(sandbox, ALICE, "")
+    await sandbox.slack.click(user_id=ALICE, message=home, action_id="track_add")
+    view = await sandbox.slack.wait_for_view(user_id=ALICE, callback_id="track_add_record")
+    for char in CONTROL_CHARACTERS:
+        text = f"loss went{char} to nan"
+        reply = await track(sandbox, ALICE, f"note {text}")
+        await sandbox.slack.submit_view(
+            user_id=ALICE,
+            view_id=view["id"],
+            values={"kind": {"kind": "note"}, "org": {"org": "kumo-labs"}, "text": {"text": text}},
+        )
+        refused = sandbox.slack.open_views[view["id"]]["errors"]["text"]
+        assert f"U+{ord(char):04X}" in refused, (char, refused)
+        assert refused in body(reply), (char, refused, body(reply))
+    assert await records(sandbox) == []
+    assert ("/track", "done") not in await audit(sandbox)
+
+
 async def test_a_viewer_pressing_add_a_record_is_refused_before_any_form(sandbox: Sandbox) -> None:
     home = await track(sandbox, BOB, "")
     await sandbox.slack.click(user_id=BOB, message=home, action_id="track_add")
