@@ -8,7 +8,9 @@ whose stall deadline has come is advanced to that deadline, so a hang is detecte
 many jobs there are. At the end of the trace every job is advanced to the last ts in the file.
 
 Episodes come out in the order they were detected, each once it has ended (or at the end of the trace,
-`end` None if it had not): `{"kind", "org", "cluster", "job", "start", "detected_at", "end"}`.
+`end` None if it had not): `{"kind", "org", "cluster", "job", "start", "detected_at", "end", "cause",
+"suspects"}`. Throughput alone names no culprit: `cause` is "unknown" and `suspects` empty (per-node metrics
+are what can name one).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import csv
 import heapq
 import math
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,7 @@ from bot.monitor.throughput import DEFAULT_THRESHOLDS, Anomaly, JobDetector, Sam
 
 HEADER = ("ts", "org", "cluster", "job", "tokens_per_second", "event")
 JobKey = tuple[str, str, str]
+DetectorFactory = Callable[[Thresholds], JobDetector]  # or a peer with JobDetector's interface (a benchmark's)
 
 
 class ReplayError(ValueError):
@@ -41,14 +44,19 @@ def iso(ts: datetime) -> str:
     return ts.astimezone(UTC).replace(tzinfo=None).isoformat() + "Z"
 
 
-def replay(rows: Iterable[dict[str, str]], thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Iterator[dict[str, Any]]:
+def replay(
+    rows: Iterable[dict[str, str]],
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    *,
+    detector: DetectorFactory = JobDetector,
+) -> Iterator[dict[str, Any]]:
     """Replay rows as `csv.DictReader` gives them (the first row is line 2 of the file)."""
-    return _replay(enumerate(rows, start=2), thresholds)
+    return _replay(enumerate(rows, start=2), thresholds, detector)
 
 
 def replay_csv(path: Path, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Iterator[dict[str, Any]]:
     """Replay a CSV file; raises ReplayError (naming the line) on a bad header or row, as it reaches it."""
-    return _replay(_read_csv(Path(path)), thresholds)
+    return _replay(_read_csv(Path(path)), thresholds, JobDetector)
 
 
 def _read_csv(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
@@ -92,6 +100,8 @@ class _Episode:
             "start": iso(self.start),
             "detected_at": iso(self.detected_at),
             "end": None if self.end is None else iso(self.end),
+            "cause": "unknown",
+            "suspects": [],
         }
 
 
@@ -141,7 +151,9 @@ def _parse_row(row: dict[str, str], line: int) -> tuple[JobKey, str | None, floa
     return (org, cluster, job), event, value
 
 
-def _replay(numbered: Iterable[tuple[int, dict[str, str]]], thresholds: Thresholds) -> Iterator[dict[str, Any]]:
+def _replay(
+    numbered: Iterable[tuple[int, dict[str, str]]], thresholds: Thresholds, make_detector: DetectorFactory
+) -> Iterator[dict[str, Any]]:
     detectors: dict[JobKey, JobDetector] = {}
     deadlines: list[tuple[datetime, int, JobKey]] = []  # (deadline, tie-break, job); at most one entry per job
     queued: set[JobKey] = set()
@@ -194,7 +206,7 @@ def _replay(numbered: Iterable[tuple[int, dict[str, str]]], thresholds: Threshol
         fire_until(ts)
         detector = detectors.get(key)
         if detector is None:
-            detector = detectors[key] = JobDetector(thresholds)
+            detector = detectors[key] = make_detector(thresholds)
         record(key, detector.observe(Sample(ts, value, event)))
         if key not in queued:
             deadline = detector.next_deadline

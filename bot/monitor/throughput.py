@@ -5,17 +5,29 @@ Two kinds of anomaly:
 - **stall**: the job is active and no progressing sample has arrived for `stall_after`. "Progressing" means a
   throughput of at least 5% of the baseline, so a job that keeps reporting zeros (or near-zeros) stalls just
   like a silent one. Its `start` is the last progressing sample; it ends at the next one.
-- **slowdown**: the job's recent throughput (the median of its samples in the last 2 minutes, pauses left out)
-  stays below `drop_ratio` x baseline for `sustain`. Only time between samples counts: a gap longer than 2
-  minutes (a pause, absent or zeros) adds nothing, so the partial samples either side of a checkpoint are not
-  5 slow minutes. Its `start` is the first slow sample; it ends once the recent throughput has been back at
-  or above the threshold for 2 minutes (hysteresis), and `end` is then the first sample of that recovered run.
+- **slowdown**, found by either of two rules on the recent throughput (the median of the job's samples in the
+  last 2 minutes, pauses left out):
+  - *severe*: it stays below `drop_ratio` x baseline for `sustain` (a drop to half is told in 5 minutes);
+  - *moderate or gradual*: a CUSUM of its log-deficit, `log(baseline / recent)` less an allowance, summed over
+    time, reaches `CUSUM_LIMIT`. The allowance is `log(1 / 0.88)` or, for a job noisier than +-15%, wider:
+    `NOISE_Z` x the job's own sample noise (the robust spread of log-throughput within its healthy 10-minute
+    blocks). The deficit counts at most as a drop to 60% (deeper ones are the severe rule's), so a short deep
+    dip is not a slowdown. A sustained drop to 70% is told within 10 minutes, one to 75% within about 14,
+    and a linear decline to 50% over 2 hours by the time it is about 23% down; above 88% nothing accumulates.
+  Only time between samples counts: a gap longer than 2 minutes (a pause, absent or zeros) adds nothing, so the
+  partial samples either side of a checkpoint are not slow minutes. Its `start` is the first slow sample (the
+  severe rule) or the sample from which the CUSUM last rose from zero. It ends once the recent throughput has
+  been back above the allowance (88% of the baseline for a quiet job) for 2 minutes (hysteresis), and `end`
+  is then the first sample of that recovered run.
 
-The baseline is the median of the job's healthy samples of the last 30 minutes: samples at or above the
-threshold, taken while no anomaly is open and no slowdown is pending, pauses (near-zero samples) left out.
-So a slowdown never drags the baseline down with it, while a lasting rise (more nodes joining) or a slow
-drift moves it within a quarter of an hour. A job that is deliberately made slower should report a new
-`start`: that resets the job, and a new warm-up learns the new baseline.
+The baseline is anchored to the run: the larger of the median of the medians of the job's healthy 10-minute
+blocks since its last `start`, and the median of its healthy samples of the last 30 minutes. So a slowdown, even
+one that takes hours, never drags the baseline down with it, while a lasting rise (more nodes joining) moves it
+within a quarter of an hour (a rise of more than 25% starts the blocks afresh). Healthy samples are those
+taken while no anomaly is open and no severe slowdown is pending, at or above the severe threshold (for the
+blocks: with the recent throughput above the allowance), pauses (near-zero samples) left out. A job that is
+deliberately made slower should report a new `start`: that resets the job, and a new warm-up learns the new
+baseline; without one, a lasting drop of more than about 12% is a slowdown.
 
 Warm-up: after a `start` (or the first sample of a job never seen), there is no baseline, so no anomaly, until
 the job has sent at least 5 progressing samples over 10 minutes from its first one. A job that goes silent for
@@ -29,6 +41,7 @@ inactive and silence is not an anomaly; a sample after `end` starts the job agai
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from collections import deque
 from dataclasses import dataclass, replace
@@ -40,6 +53,14 @@ WARMUP = timedelta(minutes=10)  # after the first sample of a run, before the ba
 WARMUP_MIN_SAMPLES = 5  # ... and at least this many progressing samples
 RECENT_WINDOW = timedelta(minutes=2)  # "recent throughput": the median of the samples in this window
 RECOVER_FOR = timedelta(minutes=2)  # a slowdown ends once recent throughput is back this long
+BLOCK = timedelta(minutes=10)  # the anchored baseline is the median of the medians of healthy blocks this long
+BLOCK_MIN_SAMPLES = 5  # ... each of at least this many samples (a block cut short by a pause is dropped)
+RISE_RESET = 1.25  # a block this much above the anchored baseline starts the blocks afresh (more nodes)
+NOISE_BLOCKS = 6  # the job's noise: the median spread of its last this many blocks
+ALLOWANCE = math.log(1 / 0.88)  # the least log-deficit the CUSUM lets pass: a quiet job's 12% wobble
+NOISE_Z = 1.2  # ... or this many times the job's sample noise (the 2-minute median is about 0.6 x as noisy)
+DEFICIT_CAP = math.log(1 / 0.6)  # a deeper drop counts as this one: deep drops are the severe rule's
+CUSUM_LIMIT = 1.6  # log-deficit-minutes past the allowance that make a slowdown (70%: about 8 min, 75%: 11)
 
 STALL = "stall"
 SLOWDOWN = "slowdown"
@@ -103,7 +124,14 @@ class JobDetector:
 
     @property
     def baseline(self) -> float | None:
-        return _median(self._sorted) if self._established else None
+        """The job's healthy throughput, anchored to the run (see the module's docstring)."""
+        return self._anchor() if self._established else None
+
+    @property
+    def allowance_level(self) -> float | None:
+        """The throughput under which the CUSUM accumulates (and over which a slowdown recovers)."""
+        baseline = self.baseline
+        return None if baseline is None else baseline * self._allowance_ratio
 
     @property
     def threshold(self) -> float | None:
@@ -168,7 +196,7 @@ class JobDetector:
         if self._open is not None:  # a slowdown that became a hang
             changes += self._close(max(self._open.start, last_good))
         latest = self._latest if self._latest_ts is not None and self._latest_ts > last_good else 0.0
-        baseline = _median(self._sorted)
+        baseline = self._anchor()
         self._open = Anomaly(STALL, last_good, now, None, baseline, latest)
         self._clear_slow_tracking()
         changes.append(self._open)
@@ -187,17 +215,27 @@ class JobDetector:
         self._latest_ts: datetime | None = None
         self._max_seen = 0.0
         self._recent: deque[tuple[datetime, float]] = deque()
+        self._blocks: list[float] = []  # medians of the healthy blocks since the start (or the last rise), sorted
+        self._block: list[float] = []  # the healthy samples of the block being filled
+        self._block_end: datetime | None = None
+        self._blocks_median: float | None = None
+        self._noise: deque[float] = deque(maxlen=NOISE_BLOCKS)  # the sample noise measured at the last blocks
+        self._allowance_value = ALLOWANCE
+        self._allowance_ratio = math.exp(-ALLOWANCE)
         self._clear_slow_tracking()
 
     def _clear_slow_tracking(self) -> None:
         self._recent = deque()
         self._raw_slow_since: datetime | None = None  # first sample of the current run of slow samples
-        self._raw_ok_since: datetime | None = None  # first sample of the current run of samples at/above threshold
+        self._raw_ok_since: datetime | None = None  # first sample of the current run at/above the allowance
+        self._raw_low_since: datetime | None = None  # ... and of the current run below it
         self._raw_slow_time = timedelta(0)  # ... and how long it has lasted, pauses left out
         self._pending_since: datetime | None = None  # a slowdown that has not lasted `sustain` yet
         self._pending_time = timedelta(0)
         self._recovering_for: timedelta | None = None  # an open slowdown whose throughput is back, for this long
         self._recovered_at: datetime | None = None
+        self._cusum = 0.0  # log-deficit-minutes past the allowance
+        self._cusum_since: datetime | None = None  # the sample from which it last rose from zero
 
     def _close(self, end: datetime) -> list[Anomaly]:
         if self._open is None:
@@ -207,12 +245,42 @@ class JobDetector:
         self._clear_slow_tracking()
         return [closed]
 
+    def _anchor(self) -> float:
+        recent = _median(self._sorted)
+        return recent if self._blocks_median is None else max(self._blocks_median, recent)
+
+    def _measure_noise(self, values: list[float]) -> None:
+        """The job's sample noise, from healthy samples in time order: the MAD of successive log-differences, so
+        that a level that moves (a drift, a decline) does not count as noise; it widens a noisy job's allowance."""
+        if len(values) < BLOCK_MIN_SAMPLES:
+            return
+        steps = sorted(abs(math.log(b / a)) for a, b in itertools.pairwise(values))
+        self._noise.append(1.4826 * _median(steps) / math.sqrt(2))  # scaled to one sample's standard deviation
+        self._allowance_value = max(ALLOWANCE, NOISE_Z * _median(sorted(self._noise)))
+        self._allowance_ratio = math.exp(-self._allowance_value)
+
+    def _add_to_block(self, ts: datetime, value: float, level: float) -> None:
+        """A healthy sample for the anchored baseline; a block full of them (by time) becomes one median, unless
+        that is below the allowance `level` (a decline under way). The whole block is judged, not each sample:
+        leaving out a noisy job's low samples one by one would ratchet its baseline up."""
+        if self._block_end is None or ts >= self._block_end:
+            median = _median(sorted(self._block)) if len(self._block) >= BLOCK_MIN_SAMPLES else 0.0
+            if median >= level:
+                if self._blocks_median is not None and median > RISE_RESET * self._blocks_median:
+                    self._blocks = []  # a lasting rise: the run's earlier blocks no longer say what healthy is
+                bisect.insort(self._blocks, median)
+                self._blocks_median = _median(self._blocks)
+                self._measure_noise(self._block)
+            self._block, self._block_end = [], ts + BLOCK
+        self._block.append(value)
+
     def _maybe_establish(self, now: datetime) -> None:
         if self._first_sample is None or len(self._sorted) < WARMUP_MIN_SAMPLES:
             return
         assert self._last_good is not None
         if now - self._first_sample >= WARMUP or now - self._last_good >= self.thresholds.stall_after:
             self._established = True
+            self._measure_noise([v for _, v in self._window])
 
     def _remember(self, ts: datetime, value: float) -> None:
         """Add a healthy sample to the baseline window, dropping those older than the window (keeping a few)."""
@@ -236,7 +304,9 @@ class JobDetector:
                 self._remember(ts, value)
             self._maybe_establish(ts)
             return changes
-        baseline = _median(self._sorted)
+        baseline = _median(self._sorted)  # the anchor, inline: this is the path every sample takes
+        if self._blocks_median is not None and self._blocks_median > baseline:
+            baseline = self._blocks_median
         if value < NEAR_ZERO_RATIO * baseline or value == 0:  # a pause, or a hang that reports zeros
             if self._open is not None:
                 self._open = replace(self._open, current=value)
@@ -249,15 +319,21 @@ class JobDetector:
         if self._open is not None and self._open.kind == STALL:
             changes += self._close(ts)
         threshold = baseline * self.thresholds.drop_ratio
+        level = baseline * self._allowance_ratio  # the allowance as a throughput
         slow = value < threshold
         if slow:
-            self._raw_ok_since = None
             if self._raw_slow_since is None:
                 self._raw_slow_since, self._raw_slow_time = ts, timedelta(0)
             else:
                 self._raw_slow_time += step
         else:
             self._raw_slow_since = None
+        if value < level:
+            self._raw_ok_since = None
+            if self._raw_low_since is None:
+                self._raw_low_since = ts
+        else:
+            self._raw_low_since = None
             if self._raw_ok_since is None:
                 self._raw_ok_since = ts
         recent = self._recent
@@ -266,9 +342,10 @@ class JobDetector:
         while recent[0][0] < horizon:
             recent.popleft()
         smoothed = value if len(recent) == 1 else _median(sorted(v for _, v in recent))
+        low = smoothed < level  # the log-deficit is past the allowance
         if self._open is not None:  # an open slowdown
             self._open = replace(self._open, current=value)
-            if smoothed < threshold:
+            if low:
                 self._recovering_for = self._recovered_at = None
                 return changes
             if self._recovering_for is None:
@@ -280,6 +357,13 @@ class JobDetector:
                 assert self._recovered_at is not None
                 changes += self._close(self._recovered_at)
             return changes
+        cusum = self._cusum
+        if low or cusum > 0:  # (most samples of a healthy job: neither, and nothing to add)
+            deficit = min(math.log(baseline / smoothed), DEFICIT_CAP)
+            cusum = max(0.0, cusum + step.total_seconds() / 60 * (deficit - self._allowance_value))
+            if cusum > 0 and (self._cusum == 0 or self._cusum_since is None):
+                self._cusum_since = self._raw_low_since or ts  # the first low sample of those that moved the median
+            self._cusum = cusum
         if smoothed < threshold:
             if self._pending_since is None:
                 self._pending_since = self._raw_slow_since or ts
@@ -287,11 +371,25 @@ class JobDetector:
             else:
                 self._pending_time += step
             if self._pending_time >= self.thresholds.sustain:
-                self._open = Anomaly(SLOWDOWN, self._pending_since, ts, None, baseline, value)
-                self._pending_since = None
-                changes.append(self._open)
+                changes += self._open_slowdown(self._pending_since, ts, baseline, value)
+            elif cusum >= CUSUM_LIMIT:
+                assert self._cusum_since is not None
+                changes += self._open_slowdown(min(self._cusum_since, self._pending_since), ts, baseline, value)
             return changes
         self._pending_since = None
+        if cusum >= CUSUM_LIMIT:
+            assert self._cusum_since is not None
+            return changes + self._open_slowdown(self._cusum_since, ts, baseline, value)
         if not slow:
             self._remember(ts, value)
+            if self._block_end is not None and ts < self._block_end:
+                self._block.append(value)
+            else:
+                self._add_to_block(ts, value, level)
         return changes
+
+    def _open_slowdown(self, start: datetime, ts: datetime, baseline: float, value: float) -> list[Anomaly]:
+        self._open = Anomaly(SLOWDOWN, start, ts, None, baseline, value)
+        self._pending_since = None
+        self._cusum, self._cusum_since = 0.0, None
+        return [self._open]

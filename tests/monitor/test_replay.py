@@ -64,6 +64,8 @@ def test_replay_prints_one_episode_per_anomaly_in_order_of_detection(tmp_path: P
             "start": "2026-11-29T00:59:30Z",
             "detected_at": "2026-11-29T01:09:30Z",  # last good sample + 10 min, not the next row's time
             "end": None,  # never came back
+            "cause": "unknown",  # throughput alone names no culprit
+            "suspects": [],
         },
         {
             "kind": "slowdown",
@@ -73,9 +75,12 @@ def test_replay_prints_one_episode_per_anomaly_in_order_of_detection(tmp_path: P
             "start": "2026-11-29T01:30:00Z",
             "detected_at": "2026-11-29T01:35:00Z",
             "end": "2026-11-29T01:55:00Z",
+            "cause": "unknown",
+            "suspects": [],
         },
     ]
-    assert [list(e) for e in episodes] == [["kind", "org", "cluster", "job", "start", "detected_at", "end"]] * 2
+    keys = ["kind", "org", "cluster", "job", "start", "detected_at", "end", "cause", "suspects"]
+    assert [list(e) for e in episodes] == [keys] * 2
     for episode in episodes:
         json.dumps(episode)  # JSON-ready
 

@@ -36,6 +36,8 @@ def test_replay_prints_each_episode_as_json(tmp_path: Path, capsys: pytest.Captu
         "start": "2026-11-01T00:59:30Z",
         "detected_at": "2026-11-01T01:09:30Z",
         "end": "2026-11-01T01:20:00Z",
+        "cause": "unknown",
+        "suspects": [],
     }
 
 

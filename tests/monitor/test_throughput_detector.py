@@ -1,12 +1,16 @@
-"""The throughput detector on constructed series: hangs, slowdowns, and the healthy patterns that must stay quiet."""
+"""The throughput detector on constructed series: hangs, slowdowns (severe, moderate, gradual), the healthy patterns
+that must stay quiet, and properties over random noisy traces."""
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bot.monitor.throughput import Anomaly, JobDetector, Sample, Thresholds
 
@@ -293,3 +297,138 @@ def test_a_sample_with_no_start_starts_the_job() -> None:
     assert not detector.active
     detector.observe(Sample(T0, RATE))
     assert detector.active
+
+
+# -- moderate and gradual slowdowns (issue 13): a CUSUM on the log-deficit against the anchored baseline --------
+
+
+def test_a_sustained_drop_to_70_percent_is_a_slowdown_within_10_minutes() -> None:
+    detector = started()
+    slow_from = T0 + minutes(40)
+    changes = run(detector, slow_from, minutes(30), RATE * 0.7)
+    assert kinds(changes) == [("slowdown", True)]
+    assert changes[0].start == slow_from
+    assert changes[0].detected_at - slow_from <= minutes(10)
+    assert changes[0].baseline == pytest.approx(RATE)
+
+
+def test_a_drop_to_90_percent_is_not_a_slowdown() -> None:
+    detector = started()
+    assert run(detector, T0 + minutes(40), timedelta(hours=12), RATE * 0.9) == []
+
+
+def test_a_gradual_decline_to_half_over_two_hours_is_told_before_it_is_25_percent_down() -> None:
+    detector = started(healthy_for=timedelta(hours=2))
+    decline_from = T0 + timedelta(hours=2)
+
+    def declining(ts: datetime) -> float:
+        return RATE * max(0.5, 1 - 0.5 * (ts - decline_from) / timedelta(hours=2))
+
+    changes = run(detector, decline_from, timedelta(hours=3), declining)
+    assert kinds(changes)[:1] == [("slowdown", True)]
+    assert declining(changes[0].detected_at) >= RATE * 0.75
+    assert detector.baseline == pytest.approx(RATE)  # anchored: the decline did not drag it down
+
+
+def test_a_moderate_slowdown_ends_once_throughput_is_back_above_the_allowance() -> None:
+    detector = started()
+    run(detector, T0 + minutes(40), minutes(20), RATE * 0.7)
+    assert detector.current is not None
+    assert run(detector, T0 + minutes(60), minutes(10), RATE * 0.8) == []  # better, still below 88%
+    back = T0 + minutes(70)
+    changes = run(detector, back, minutes(10), RATE)
+    assert kinds(changes) == [("slowdown", False)] and changes[0].end == back
+
+
+def test_the_allowance_widens_for_a_job_noisier_than_documented() -> None:
+    rng = random.Random(3)
+    quiet, noisy = started(), JobDetector()
+    noisy.observe(Sample(T0, None, "start"))
+    run(noisy, T0, timedelta(hours=2), lambda _: RATE * rng.uniform(0.6, 1.4))
+    assert quiet.allowance_level == pytest.approx(RATE * 0.88)
+    assert noisy.allowance_level is not None and noisy.baseline is not None
+    assert noisy.allowance_level < noisy.baseline * 0.82  # +-40% noise: the allowance is about 0.78
+
+
+def test_a_short_deep_dip_is_no_slowdown_however_deep() -> None:
+    detector = started()
+    assert run(detector, T0 + minutes(40), minutes(3), RATE * 0.1) == []
+    assert run(detector, T0 + minutes(43), minutes(60), RATE) == []
+
+
+# -- properties ---------------------------------------------------------------------------------------------------
+
+NOISE = 0.15  # the documented noise: +-15% multiplicative, around a level that may wander +-5%
+warm_ups = st.integers(min_value=40, max_value=180)  # minutes of healthy running before anything happens
+seeds = st.integers(min_value=0, max_value=2**32 - 1)
+
+
+def noisy(rng: random.Random, level: float = 1.0) -> Callable[[datetime], float]:
+    phase = rng.random()
+
+    def value(ts: datetime) -> float:
+        drift = 1 + 0.05 * math.sin(2 * math.pi * ((ts - T0) / timedelta(hours=24) + phase))
+        return RATE * level * drift * (1 + rng.uniform(-NOISE, NOISE))
+
+    return value
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(seed=seeds, hours=st.integers(min_value=2, max_value=24))
+def test_a_healthy_trace_within_the_documented_noise_raises_nothing(seed: int, hours: int) -> None:
+    rng = random.Random(seed)
+    detector = JobDetector()
+    detector.observe(Sample(T0, None, "start"))
+    pause_every = minutes(rng.uniform(40, 120))
+    value = noisy(rng)
+
+    def with_pauses(ts: datetime) -> float | None:
+        if (ts - T0) % pause_every < minutes(4):
+            return None  # a checkpoint
+        return value(ts)
+
+    assert run(detector, T0, timedelta(hours=hours), with_pauses) == []
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(seed=seeds, warm=warm_ups, ratio=st.floats(min_value=0.05, max_value=0.7))
+def test_a_sustained_drop_to_70_percent_or_less_is_told_within_10_minutes(seed: int, warm: int, ratio: float) -> None:
+    rng = random.Random(seed)
+    detector = JobDetector()
+    detector.observe(Sample(T0, None, "start"))
+    value = noisy(rng)
+    assert run(detector, T0, minutes(warm), value) == []
+    drop_from = T0 + minutes(warm)
+    changes = run(detector, drop_from, minutes(10) + STEP, lambda ts: value(ts) * ratio)
+    opened = [a for a in changes if a.end is None]
+    assert opened, f"a drop to {ratio:.0%} was not told within 10 minutes"
+    assert opened[0].detected_at - drop_from <= minutes(10)
+
+
+def first_alert(seed: int, warm: int, ratio: float) -> timedelta | None:
+    rng = random.Random(seed)
+    detector = JobDetector()
+    detector.observe(Sample(T0, None, "start"))
+    noise = [rng.uniform(-NOISE, NOISE) for _ in range(2 * (warm + 60))]
+    ticks = iter(noise)
+    run(detector, T0, minutes(warm), lambda _: RATE * (1 + next(ticks)))
+    drop_from = T0 + minutes(warm)
+    changes = run(detector, drop_from, minutes(60), lambda _: RATE * ratio * (1 + next(ticks)))
+    opened = [a.detected_at - drop_from for a in changes if a.end is None]
+    return opened[0] if opened else None
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(
+    seed=seeds,
+    warm=warm_ups,
+    ratio=st.floats(min_value=0.2, max_value=0.85),
+    deeper=st.floats(min_value=0.0, max_value=0.5),
+)
+def test_a_deeper_drop_is_never_told_later(seed: int, warm: int, ratio: float, deeper: float) -> None:
+    """The same noise, the same job: only the depth of the drop differs. (Under 5% of the baseline a job is
+    paused or hung, not slow: that is a stall, told at `stall_after`, so the drops here stay above 10%.)"""
+    shallow = first_alert(seed, warm, ratio)
+    deep = first_alert(seed, warm, ratio * (1 - deeper))
+    if shallow is not None:
+        assert deep is not None and deep <= shallow
