@@ -2,12 +2,14 @@
 
 Listeners catch what they expect (bad input is an answer, not an error); whatever escapes them ends here: it
 is logged, audited as failed, the person gets one plain message where Slack lets us reach them, and Slack gets
-a status below 500 (a 500 makes Slack show "failed with the error dispatch_failed" and retry). Two ways in:
+a status below 500 (a 500 makes Slack show "failed with the error dispatch_failed" and retry). Three ways in:
 
 - before the listener's ack (or in middleware): Bolt's error handler, `on_error`, answers with the ack;
 - after it: `guarded`, which wraps every listener, reports it (`report_failure`) at once. Bolt's async runner
   would set the ack back to None and, when the failure comes within its 10 ms poll, answer Slack only after
-  its 3 s timeout.
+  its 3 s timeout;
+- a slash command whose answer failed: its one reply says so (INTERNAL_ERROR), audited as failed like any
+  answer (handlers.commands.reply.answer_command).
 
 `guarded` also gives every click and form submission its audit row: listeners record what they decide (a
 confirm, a refusal, an acknowledgement); one that returns without recording anything (a plan no longer known,
@@ -36,6 +38,7 @@ log = logging.getLogger(__name__)
 Listener = Callable[..., Awaitable[None]]
 CLICK, FORM = "click", "form"  # the audit log's command names for the fallback rows (bot.audit_view reads them)
 NO_DECISION = "answered; nothing changed"
+# What a slash command whose answer failed replies (its one reply; its audit row says "internal error").
 INTERNAL_ERROR = "Pitcrew hit an internal error answering that. It is logged; try again or tell a program admin."
 
 UNKNOWN_BUTTON = "Pitcrew does not know this button (any more); run the command again for a fresh one."
@@ -96,11 +99,11 @@ async def on_error(
 async def report_failure(error: Exception, body: dict[str, Any], context: dict[str, Any], logger: Logger) -> str:
     """Log a failed request, audit it as failed and tell its user where Slack lets us; the message told.
 
-    A slash command's failure is audited as the command answers are (what was typed, under the org it would
-    have meant) and counted in its metrics."""
+    A slash command whose answer failed is not one of these: its one reply says so (INTERNAL_ERROR,
+    handlers.commands.reply.answer_command)."""
     what, name = _what(body)
     logger.error("%s %s failed: %s", what, name, type(error).__name__, exc_info=error)
-    message = INTERNAL_ERROR if what == "command" else COULD_NOT.format(what=what)
+    message = COULD_NOT.format(what=what)
     await _audit_and_tell(
         body,
         context,
@@ -141,21 +144,16 @@ async def _audit_and_tell(
     services: Services | None = context.get("services")
     if services is None:
         return
-    user_id, channel_id = _user(body), str(context.get("channel_id") or "")[:24]
-    typed = body.get("text") if what == "command" and isinstance(body.get("text"), str) else None
     services.audit.record(
         at=services.clock(),
-        user_id=user_id,
-        channel_id=channel_id,
+        user_id=_user(body),
+        channel_id=str(context.get("channel_id") or "")[:24],
         command=name,
         # A command is recorded by what was typed, as answer_command records it; a click or form by its name.
-        text=typed if typed is not None else f"{what} {name}",
+        text=body["text"] if what == "command" and isinstance(body.get("text"), str) else f"{what} {name}",
         outcome=outcome,
-        org_id=services.access.default_org(user_id=user_id, channel_id=channel_id) if what == "command" else None,
         detail=detail,
     )
-    if what == "command":
-        services.metrics.command(command=name, text=typed or "", outcome=outcome.value)
     url = body.get("response_url")
     if isinstance(url, str) and url.startswith(("https://", "http://")):
         # In the background: the ack waits for nothing, and a reply that fails cannot fail the request.

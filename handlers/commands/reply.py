@@ -1,9 +1,9 @@
 """What every slash command does around its answer: ack empty, check membership, parse, dispatch to the
 subcommand, answer through the response URL, audit. Help is read off the command's table (bot.subcommands).
 
-One command gets one reply (a digest preview too long for one message adds its continuation). A failure is
-not caught here: it goes to the one error boundary (handlers.errors), which logs it, audits it and answers
-with one plain message, never a stack trace in Slack."""
+One command gets one reply (a digest preview too long for one message adds its continuation), and an answer
+that fails becomes one plain message (handlers.errors.INTERNAL_ERROR), never a stack trace in Slack; any
+other failure is the error boundary's (handlers.errors)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from bot.services import Services
 from bot.slack import blocks
 from bot.slack.blocks import Reply
 from bot.subcommands import CommandSet, Subcommand, UsageError
+from handlers.errors import INTERNAL_ERROR
 from storage.models import Outcome
 
 
@@ -145,15 +146,18 @@ Answerer = Callable[[Services, str, str, str, dict[str, Any]], Awaitable[tuple[A
 
 
 async def answer_command(
-    ack: AsyncAck, command: dict[str, Any], context: dict[str, Any], _logger: Logger, *, answer: Answerer
+    ack: AsyncAck, command: dict[str, Any], context: dict[str, Any], logger: Logger, *, answer: Answerer
 ) -> None:
-    """The listener's body: a failure anywhere in it is the error boundary's (handlers.errors.guarded)."""
     await ack()  # empty ack: the one reply goes through the response URL
     services: Services = context["services"]
     received = services.clock()
     user_id, channel_id, text = command["user_id"], command["channel_id"], command.get("text") or ""
     name = command.get("command") or "/?"
-    result, more = await answer(services, user_id, channel_id, text, command)
+    try:
+        result, more = await answer(services, user_id, channel_id, text, command)
+    except Exception:
+        logger.exception("%s %r from %s failed", name, text[:200], user_id)
+        result, more = Answer(blocks.problem(INTERNAL_ERROR), Outcome.FAILED, detail="internal error"), ()
     await services.poster.respond(command["response_url"], result.reply)
     for reply in more:
         await services.poster.respond(command["response_url"], reply)
