@@ -26,7 +26,6 @@ from bot.clusters.fleet import Fleet, describe_error, request_id
 from bot.clusters.model import Backend
 from bot.clusters.progress import Kind, State, Watch, judge
 from bot.slack import blocks
-from bot.slack.blocks import Reply
 from bot.slack.poster import Poster
 from storage import crud
 from storage.db import Database
@@ -41,6 +40,83 @@ PLAN_TTL = timedelta(minutes=30)  # the default of PITCREW_PLAN_TTL_MINUTES
 
 class NothingStarted(Exception):
     """AWS accepted the call but acted on nothing (every node of a batch failed)."""
+
+
+# What came of a Confirm or Cancel click; bot.slack.operations renders each. `replaces`: the answer takes the
+# plan message's place (its buttons go), else it goes to the clicker alone.
+
+
+@dataclass(frozen=True)
+class PlanUnknown:
+    run_again: bool  # say to run the command again (Confirm) or not (Cancel)
+    replaces = False
+
+
+@dataclass(frozen=True)
+class NameNotTyped:
+    """A delete confirmed other than by typing the cluster's name in its form."""
+
+    replaces = False
+
+
+@dataclass(frozen=True)
+class NotAllowed:
+    reason: str
+    replaces = False
+
+
+@dataclass(frozen=True)
+class PlanExpired:
+    why: str  # "plan expired at HH:MM (N min after it was made)"
+    replaces = True
+
+
+@dataclass(frozen=True)
+class OtherChangeRunning:
+    running: Operation
+    replaces = False
+
+
+@dataclass(frozen=True)
+class AlreadyDecided:
+    noun: str
+    state: str | None  # what it is now (Confirm says it); None: decided, however (Cancel)
+    by: str | None  # who confirmed it, if anyone
+    replaces = False
+
+
+@dataclass(frozen=True)
+class StartFailed:
+    noun: str
+    cluster_name: str
+    reason: str  # AWS's refusal, said as bot.clusters.fleet.describe_error says it
+    replaces = True
+
+
+@dataclass(frozen=True)
+class Started:
+    operation: Operation
+    replaces = True
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    operation: Operation
+    by: str
+    replaces = True
+
+
+Decision = (
+    PlanUnknown
+    | NameNotTyped
+    | NotAllowed
+    | PlanExpired
+    | OtherChangeRunning
+    | AlreadyDecided
+    | StartFailed
+    | Started
+    | Cancelled
+)
 
 
 @dataclass
@@ -137,32 +213,30 @@ class Operations:
         decision = self.access.decide(user_id=user_id, action=Action.OPERATE, org_id=operation.org_id)
         return None if decision.allowed else decision.reason
 
-    async def confirm(self, operation_id: str, *, user_id: str, name_typed: bool = False) -> tuple[Reply, bool]:
-        """The answer for the clicker, and whether it replaces the plan message (True once it started).
+    async def confirm(self, operation_id: str, *, user_id: str, name_typed: bool = False) -> Decision:
+        """What came of the click (bot.slack.operations renders it); `replaces` once it started.
 
         `name_typed`: confirmed from the delete modal, where the cluster's name was typed; a delete is
         started in no other way, whatever a button payload says."""
         operation = await self.get(operation_id)
         if operation is None:
-            return blocks.problem("This plan is not known (any more); run the command again."), False
+            return PlanUnknown(run_again=True)
         noun = Kind(operation.kind).noun
         if operation.kind == Kind.DELETE.value and not name_typed:
-            return blocks.problem(
-                "A delete is confirmed by typing the cluster's name: press *Delete…* on the plan."
-            ), False
+            return NameNotTyped()
         refusal = self.may_decide(operation, user_id)
         if refusal:
             self.record(operation, user_id=user_id, command=CONFIRM, outcome=Outcome.REFUSED, detail=refusal)
-            return blocks.refusal(refusal), False
+            return NotAllowed(refusal)
         expired = self.expired(operation, user_id=user_id, command=CONFIRM)
         if expired:
-            return expired, True
+            return expired
         if operation.status == OperationStatus.PLANNED.value and operation.kind != Kind.LAUNCH.value:
             other = await self.busy(
                 org_id=operation.org_id, backend=Backend(operation.backend), cluster_name=operation.cluster_name
             )
             if other is not None:
-                return blocks.problem(blocks.busy_text(other)), False
+                return OtherChangeRunning(other)
         if not await self._claim(
             operation.id, OperationStatus.RUNNING, confirmed_by=user_id, confirmed_at=self.clock()
         ):
@@ -172,10 +246,9 @@ class Operations:
                     org_id=operation.org_id, backend=Backend(operation.backend), cluster_name=operation.cluster_name
                 )
                 if other is not None:
-                    return blocks.problem(blocks.busy_text(other)), False
+                    return OtherChangeRunning(other)
             state = current.status if current else "gone"
-            by = f" by <@{current.confirmed_by}>" if current and current.confirmed_by else ""
-            return blocks.problem(f"This {noun} is already {state}{by}; nothing more was done."), False
+            return AlreadyDecided(noun=noun, state=state, by=current.confirmed_by if current else None)
         self.record(operation, user_id=user_id, command=CONFIRM, outcome=Outcome.ALLOWED, detail="confirmed")
         operation.confirmed_by = user_id
         operation.status = OperationStatus.RUNNING.value
@@ -188,14 +261,14 @@ class Operations:
             reason = describe_error(error) if not isinstance(error, NothingStarted) else str(error)
             rid = request_id(error)
             await self._finish(operation, OperationStatus.FAILED, f"AWS refused: {reason}", request_id=rid)
-            return blocks.refusal(f"The {noun} of `{operation.cluster_name}` failed: {reason}"), True
+            return StartFailed(noun=noun, cluster_name=operation.cluster_name, reason=reason)
         operation.started_at = self.clock()  # AWS answered: from here a resumed watch may judge it
         operation.detail = detail or operation.detail
         await self._set(operation.id, started_at=operation.started_at, detail=operation.detail[:2000])
         self._watch(operation)
-        return blocks.operation_decided(operation, "confirmed"), True
+        return Started(operation)
 
-    def expired(self, operation: Operation, *, user_id: str, command: str) -> Reply | None:
+    def expired(self, operation: Operation, *, user_id: str, command: str) -> PlanExpired | None:
         """If the plan expired: the answer (audited as refused), which replaces the plan so its buttons go and
         nobody confirms yesterday's quota and prices later either. Asked by Confirm and by Delete… (a delete
         plan's Confirm), so no form opens for a plan that can no longer be confirmed."""
@@ -203,7 +276,7 @@ class Operations:
         if not expired:
             return None
         self.record(operation, user_id=user_id, command=command, outcome=Outcome.REFUSED, detail=expired)
-        return blocks.problem(f"This {expired}; run the command again for current quota and prices.")
+        return PlanExpired(expired)
 
     def _expired(self, operation: Operation) -> str | None:
         """Why a plan may no longer be confirmed ("plan expired at HH:MM (N min after it was made)"), or None."""
@@ -263,19 +336,18 @@ class Operations:
             raise NothingStarted(blocks.failed_nodes_text(result.failed) + f" (requests {rids})")
         return f"requests {rids}" if rids else ""
 
-    async def cancel(self, operation_id: str, *, user_id: str) -> tuple[Reply, bool]:
+    async def cancel(self, operation_id: str, *, user_id: str) -> Decision:
         operation = await self.get(operation_id)
         if operation is None:
-            return blocks.problem("This plan is not known (any more)."), False
+            return PlanUnknown(run_again=False)
         refusal = self.may_decide(operation, user_id)
         if refusal:
             self.record(operation, user_id=user_id, command=CANCEL, outcome=Outcome.REFUSED, detail=refusal)
-            return blocks.refusal(refusal), False
+            return NotAllowed(refusal)
         if not await self._claim(operation.id, OperationStatus.CANCELLED, confirmed_by=user_id):
-            noun = Kind(operation.kind).noun
-            return blocks.problem(f"This {noun} was already decided; nothing more was done."), False
+            return AlreadyDecided(noun=Kind(operation.kind).noun, state=None, by=None)
         self.record(operation, user_id=user_id, command=CANCEL, outcome=Outcome.DONE, detail="cancelled")
-        return blocks.operation_decided(operation, "cancelled", by=user_id), True
+        return Cancelled(operation, by=user_id)
 
     def _watch(self, operation: Operation) -> None:
         if operation.id not in self._watchers:

@@ -14,6 +14,7 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from bot.services import Services
 from bot.slack import blocks
 from bot.slack.blocks import DELETE_OPEN_ACTION
+from bot.slack.operations import decision_reply, expired_reply
 from handlers.errors import report_failure
 from storage.models import OperationStatus, Outcome
 
@@ -29,12 +30,12 @@ async def _decide(body: dict[str, Any], context: dict[str, Any], logger: Logger,
     operations = services.operations
     try:
         decide = operations.confirm if confirm else operations.cancel
-        reply, replaces = await decide(operation_id, user_id=user_id)
+        decision = await decide(operation_id, user_id=user_id)
     except Exception as error:  # nothing here expected it: one boundary logs it, audits it failed, tells the clicker
         await report_failure(error, body, context, logger)
         return
     # A decision replaces the plan (its buttons go away); a refusal goes to the clicker alone.
-    await services.poster.respond(body["response_url"], reply, replace_original=replaces)
+    await services.poster.respond(body["response_url"], decision_reply(decision), replace_original=decision.replaces)
 
 
 async def confirm_callback(ack: AsyncAck, body: dict[str, Any], context: dict[str, Any], logger: Logger) -> None:
@@ -64,7 +65,7 @@ async def open_delete_callback(ack: AsyncAck, body: dict[str, Any], context: dic
         elif operation.status != OperationStatus.PLANNED.value:
             reply = blocks.problem(f"This delete is already {operation.status}; nothing more was done.")
         elif expired := services.operations.expired(operation, user_id=user_id, command=DELETE_OPEN_ACTION):
-            await services.poster.respond(body["response_url"], expired, replace_original=True)
+            await services.poster.respond(body["response_url"], expired_reply(expired), replace_original=True)
             return
         else:
             # The modal's submission has no response URL of its own: carry the plan's, to replace the plan.

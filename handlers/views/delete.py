@@ -12,6 +12,7 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from bot.services import Services
 from bot.slack import blocks
 from bot.slack.blocks import DELETE_NAME_BLOCK, DELETE_NAME_INPUT
+from bot.slack.operations import decision_reply
 from storage.models import Outcome
 
 INTERNAL_ERROR = "Pitcrew hit an internal error handling that. It is logged; nothing was deleted twice."
@@ -68,7 +69,8 @@ async def delete_submission_callback(
         return
     await ack()  # closes the modal
     try:
-        reply, replaces = await services.operations.confirm(operation.id, user_id=user_id, name_typed=True)
+        decision = await services.operations.confirm(operation.id, user_id=user_id, name_typed=True)
+        reply, replaces = decision_reply(decision), decision.replaces
     except Exception:
         logger.exception("confirming delete %s failed", operation.id)
         reply, replaces = blocks.problem(INTERNAL_ERROR), False

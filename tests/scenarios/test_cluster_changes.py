@@ -14,6 +14,7 @@ import pytest
 
 from bot.clusters.hyperpod import HyperPodBackend
 from bot.slack.blocks import DELETE_VIEW
+from bot.slack.operations import decision_reply
 from sandbox.moto_support import hyperpod_progress, reset_moto_server, set_hyperpod_node_status
 from sandbox.slack_workspace import Message
 from sandbox.world import Sandbox
@@ -233,8 +234,8 @@ async def test_delete_needs_the_typed_name(world: Sandbox, seeded_aws: SeededAws
 
     # Confirm without the modal (a payload no button of Pitcrew's makes) does not skip the typed name.
     operation_id = planned.blocks[2]["elements"][0]["value"]
-    reply, replaces = await world.pitcrew.services.operations.confirm(operation_id, user_id=ALICE)
-    assert "typing the cluster's name" in reply.text and not replaces
+    decision = await world.pitcrew.services.operations.confirm(operation_id, user_id=ALICE)
+    assert "typing the cluster's name" in decision_reply(decision).text and not decision.replaces
     await world.slack.click(user_id=ALICE, message=planned, action_id="delete_open")
     # The click is acked before views.open reaches Slack: wait (bounded) for the modal to be on screen.
     modal = await world.slack.wait_for_view(user_id=ALICE, callback_id=DELETE_VIEW, timeout=15)

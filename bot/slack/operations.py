@@ -1,0 +1,48 @@
+"""What a Confirm or Cancel click came to (bot.operations' decisions), said in Slack."""
+
+from __future__ import annotations
+
+from bot.operations import (
+    AlreadyDecided,
+    Cancelled,
+    Decision,
+    NameNotTyped,
+    NotAllowed,
+    OtherChangeRunning,
+    PlanExpired,
+    PlanUnknown,
+    Started,
+    StartFailed,
+)
+from bot.slack import blocks
+from bot.slack.blocks import Reply
+
+
+def expired_reply(expired: PlanExpired) -> Reply:
+    return blocks.problem(f"This {expired.why}; run the command again for current quota and prices.")
+
+
+def decision_reply(decision: Decision) -> Reply:
+    if isinstance(decision, PlanUnknown):
+        again = "; run the command again" if decision.run_again else ""
+        return blocks.problem(f"This plan is not known (any more){again}.")
+    if isinstance(decision, NameNotTyped):
+        return blocks.problem("A delete is confirmed by typing the cluster's name: press *Delete…* on the plan.")
+    if isinstance(decision, NotAllowed):
+        return blocks.refusal(decision.reason)
+    if isinstance(decision, PlanExpired):
+        return expired_reply(decision)
+    if isinstance(decision, OtherChangeRunning):
+        return blocks.problem(blocks.busy_text(decision.running))
+    if isinstance(decision, AlreadyDecided):
+        if decision.state is None:
+            return blocks.problem(f"This {decision.noun} was already decided; nothing more was done.")
+        by = f" by <@{decision.by}>" if decision.by else ""
+        return blocks.problem(f"This {decision.noun} is already {decision.state}{by}; nothing more was done.")
+    if isinstance(decision, StartFailed):
+        return blocks.refusal(f"The {decision.noun} of `{decision.cluster_name}` failed: {decision.reason}")
+    if isinstance(decision, Started):
+        return blocks.operation_decided(decision.operation, "confirmed")
+    if isinstance(decision, Cancelled):
+        return blocks.operation_decided(decision.operation, "cancelled", by=decision.by)
+    raise TypeError(f"not a decision: {type(decision).__name__}")
