@@ -8,15 +8,18 @@ Seeded traces of training jobs at 30-second cadence, each job with its own life:
   the job reports as zeros (half of the jobs) or not at all; the sample before and after a pause is partial;
 - 1-3 restarts a week (`end`, 3-30 minutes down, `start`, warm-up), a third on more nodes (x1.5 or x2),
   one in ten on fewer (x0.75);
-- injected, with known ground truth: 2 hangs a week (20-90 minutes of no samples, or zeros in 3 of 10;
-  then the job resumes, or in half of them the operator sends `end` and restarts it) and 2 slowdowns
-  (to 20-55% of the rate, for 20-120 minutes; checkpoints go on during them). Incidents start at least
-  90 minutes after a start and 3 hours apart.
+- injected, with known ground truth, a week: 2 hangs (20-90 minutes of no samples, or zeros in 3 of 10;
+  then the job resumes, or in half of them the operator sends `end` and restarts it), 2 severe slowdowns
+  (to 20-55% of the rate, for 20-120 minutes), 2 moderate ones (to 61-70%, for 20-120 minutes) and 2
+  gradual ones (a linear decline to 50% over 1-3 hours, 20-60 minutes there, then back); checkpoints go on
+  during slowdowns. Incidents start at least 90 minutes after a start and 2 hours apart (end to start).
 
-Both detectors see the same rows in the same run:
+Three detectors see the same rows in the same run:
 
 - **Pitcrew**: `bot.monitor.replay.replay` over the rows as CSV dicts (default thresholds: stall after
   10 min, drop ratio 0.6, sustain 5 min), exactly what `pitcrew throughput replay` runs.
+- **Pitcrew before issue 13**: the same replay with the detector of commit `OLD_COMMIT` (0.6 x the median of
+  the last 30 healthy minutes, for 5 minutes), loaded from git history (`git show`), as a peer.
 - **Static alarm** (CloudWatch style): the threshold is half the median of the job's first hour of samples;
   one-minute datapoints (the mean of the minute's samples); missing data treated as breaching; ALARM when 5
   of 5 datapoints breach, OK at the first one that does not. Each OK -> ALARM is one alert. It does not see
@@ -24,33 +27,50 @@ Both detectors see the same rows in the same run:
 
 An alert detected between an incident's start and its end (+1 minute) counts for that incident; the first one
 gives the delay (from the incident's start: the first 30-second tick with no progress, or the first slow
-one). Any other alert is a false alert. Printed: recall, median and max delay per kind, false alerts per
-job-week, and for Pitcrew whether the alert named the right kind. `--sweep` also runs Pitcrew with
-stall_after 6 and 8 minutes on the same traces, to show what a shorter stall_after costs.
+one; for a gradual decline, also how far down it was then). Any other alert is a false alert. Printed, per
+kind: recall and delay p50 / p90 / max; false alerts per job-week, and for Pitcrew whether the alert named the
+right kind (stall for a hang, slowdown for the other three). `--sweep` also runs Pitcrew with stall_after 6
+and 8 minutes on the same traces, to show what a shorter stall_after costs.
 
-    .venv/bin/python bench/stall_detection.py [--jobs 100] [--weeks 2] [--seed 1] [--sweep]
+Then the same three detectors run on traces from `bench/traces_heldout.py`, a second generator with another
+noise model (heavy-tailed and autocorrelated noise, data-mix steps, irregular 10-60 s cadence, dropped and
+duplicated samples, exporter gaps, long evaluation pauses), written as a held-out check and never tuned on;
+`--heldout-jobs 0` skips it.
+
+    .venv/bin/python bench/stall_detection.py [--jobs 100] [--weeks 2] [--seed 1] [--heldout-jobs 100] [--sweep]
 """
 
 from __future__ import annotations
 
 import argparse
 import heapq
+import importlib.util
 import math
 import os
 import platform
 import random
 import statistics
+import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import ModuleType
+from typing import Any, Protocol
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from traces_heldout import plan_heldout
 
 from bot.monitor.replay import replay
 from bot.monitor.throughput import Thresholds
+
+ROOT = Path(__file__).resolve().parents[1]
+OLD_COMMIT = "b98cffd"  # the last commit with the detector before issue 13
+KINDS = ("stall", "slowdown", "moderate", "gradual")
 
 T0 = datetime(2026, 11, 2, tzinfo=UTC)  # a Monday
 EPOCH0 = T0.timestamp()
@@ -62,9 +82,24 @@ GRACE = 60  # seconds after an incident's end during which an alert still counts
 @dataclass
 class Incident:
     job: int
-    kind: str  # "stall" | "slowdown"
+    kind: str  # "stall" | "slowdown" | "moderate" | "gradual"
     start: float  # epoch seconds
     end: float
+    decline: float = 0.0  # gradual: seconds from the start to 50%
+
+
+class Trace(Protocol):
+    """What scoring needs of a job's trace, from either generator."""
+
+    index: int
+    name: str
+    quiet: list[tuple[float, float, str]]
+    restarts: int
+
+    @property
+    def incidents(self) -> Sequence[Any]: ...
+
+    def rows(self) -> Iterator[tuple[float, int, float | None, str | None]]: ...
 
 
 @dataclass
@@ -79,18 +114,23 @@ class Job:
     incidents: list[Incident] = field(default_factory=list)
     restarts: int = 0
     quiet: list[tuple[float, float, str]] = field(default_factory=list)  # healthy but quiet: restarts, pauses
+    seed: int = 0
+
+    def rows(self) -> Iterator[tuple[float, int, float | None, str | None]]:
+        return job_rows(self, self.seed)
 
 
 def minutes(m: float) -> int:
     return round(m * PER_MIN)
 
 
-def plan_job(index: int, ticks: int, rng: random.Random) -> Job:
+def plan_job(index: int, ticks: int, rng: random.Random, seed: int) -> Job:
     """One job's whole trace, as a rate multiplier per tick plus events, with its incidents."""
     mult: list[float | None] = [None] * ticks
     events: dict[int, str] = {}
     blocked = bytearray(ticks)  # 1 where pauses may not go (down, warming up, hanging)
     job = Job(index, f"job-{index:03d}", rng.randrange(TICK), mult, events, rng.uniform(0.03, 0.15), rng.random())
+    job.seed = seed
     level = rng.uniform(5e4, 2e6)
 
     def run_from(start: int, level: float, until: int) -> int:
@@ -137,24 +177,33 @@ def plan_job(index: int, ticks: int, rng: random.Random) -> Job:
             for i in range(end, starts[seg + 1]):
                 blocked[i] = 1
 
-    # incidents: 2 hangs and 2 slowdowns a week, >= 90 min after a start (2 h after the first), 3 h apart
-    wanted = ["stall", "slowdown"] * round(2 * weeks)
-    placed: list[tuple[int, int, str]] = []  # (tick, segment, kind)
+    # incidents, a week: 2 of each kind, >= 90 min after a start (2 h after the first), 2 h apart (end to start)
+    wanted = list(KINDS) * round(2 * weeks)
+    spans: list[tuple[int, int]] = []
+    placed: list[tuple[int, int, str, int, int]] = []  # (tick, segment, kind, duration, decline)
     for kind in wanted:
+        decline = 0
+        if kind == "stall":
+            duration = minutes(rng.uniform(20, 90))
+        elif kind == "gradual":
+            decline = minutes(rng.uniform(60, 180))
+            duration = decline + minutes(rng.uniform(20, 60))
+        else:
+            duration = minutes(rng.uniform(20, 120))
         for _ in range(10_000):
             seg = rng.randrange(len(starts))
             lo = starts[seg] + minutes(120 if seg == 0 else 90)
-            hi = ends[seg] - minutes(150)
+            hi = ends[seg] - duration - minutes(150)
             if hi <= lo:
                 continue
             at = rng.randrange(lo, hi)
-            if all(abs(at - other) >= minutes(180) for other, _, _ in placed):
-                placed.append((at, seg, kind))
+            if all(at + duration + minutes(120) <= other or o_end + minutes(120) <= at for other, o_end in spans):
+                placed.append((at, seg, kind, duration, decline))
+                spans.append((at, at + duration))
                 break
     # hangs first, in time order: an operator's restart after a hang refills the rest of its segment
-    for at, seg, kind in sorted(placed, key=lambda p: (p[2] != "stall", p[0])):
+    for at, seg, kind, duration, decline in sorted(placed, key=lambda p: (p[2] != "stall", p[0])):
         if kind == "stall":
-            duration = minutes(rng.uniform(20, 90))
             zeros = rng.random() < 0.3
             for i in range(at - minutes(15), at + duration + minutes(15)):
                 blocked[i] = 1
@@ -169,14 +218,18 @@ def plan_job(index: int, ticks: int, rng: random.Random) -> Job:
                 back = run_from(stop + gap, levels[seg], ends[seg])
                 for i in range(stop, back + minutes(15)):
                     blocked[i] = 1
+        elif kind == "gradual":
+            for k, i in enumerate(range(at, at + duration)):
+                m = mult[i]
+                if m is not None:
+                    mult[i] = m * max(0.5, 1 - 0.5 * k / decline)
         else:
-            duration = minutes(rng.uniform(20, 120))
-            factor = rng.uniform(0.2, 0.55)
+            factor = rng.uniform(0.2, 0.55) if kind == "slowdown" else rng.uniform(0.61, 0.70)
             for i in range(at, at + duration):
                 m = mult[i]
                 if m is not None:
                     mult[i] = m * factor
-        job.incidents.append(Incident(index, kind, tick_time(job, at), tick_time(job, at + duration)))
+        job.incidents.append(Incident(index, kind, tick_time(job, at), tick_time(job, at + duration), decline * TICK))
     job.incidents.sort(key=lambda incident: incident.start)
 
     # pauses: checkpoints and evaluations, 1-8 minutes, at least 15 minutes apart, never in the blocked ticks
@@ -227,19 +280,22 @@ def job_rows(job: Job, seed: int) -> Iterator[tuple[float, int, float | None, st
             yield ts, job.index, m * drift * (1 + rng.uniform(-noise, noise)), None
 
 
-def all_rows(jobs: list[Job], seed: int) -> Iterator[tuple[float, int, float | None, str | None]]:
-    return heapq.merge(*(job_rows(job, seed) for job in jobs))
+def all_rows(traces: Sequence[Trace]) -> Iterator[tuple[float, int, float | None, str | None]]:
+    return heapq.merge(*(trace.rows() for trace in traces))
 
 
-def as_csv_rows(jobs: list[Job], seed: int) -> Iterator[dict[str, str]]:
-    names = [job.name for job in jobs]
+def as_csv_rows(traces: Sequence[Trace]) -> Iterator[dict[str, str]]:
+    names = [trace.name for trace in traces]
     cache: dict[float, str] = {}
-    for ts, index, value, event in all_rows(jobs, seed):
+    for ts, index, value, event in all_rows(traces):
         text = cache.get(ts)
         if text is None:
             if len(cache) > 10_000:
                 cache.clear()
-            text = cache[ts] = datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            stamp = datetime.fromtimestamp(ts, UTC)
+            text = cache[ts] = stamp.strftime("%Y-%m-%dT%H:%M:%S") + (
+                f".{stamp.microsecond:06d}Z" if stamp.microsecond else "Z"
+            )
         yield {
             "ts": text,
             "org": "bench",
@@ -250,13 +306,47 @@ def as_csv_rows(jobs: list[Job], seed: int) -> Iterator[dict[str, str]]:
         }
 
 
-def pitcrew_alerts(jobs: list[Job], seed: int, thresholds: Thresholds) -> tuple[list[tuple[int, float, str]], float]:
-    index = {job.name: job.index for job in jobs}
+def load_old_detector() -> ModuleType:
+    """The detector as it was at OLD_COMMIT, from git history, as a module of its own."""
+    try:
+        source = subprocess.run(
+            ["git", "-C", str(ROOT), "show", f"{OLD_COMMIT}:bot/monitor/throughput.py"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError) as error:
+        raise SystemExit(f"cannot read the old detector from git ({OLD_COMMIT}): {error}") from None
+    spec = importlib.util.spec_from_loader("throughput_before_issue_13", loader=None)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    exec(compile(source, f"{OLD_COMMIT}:bot/monitor/throughput.py", "exec"), module.__dict__)
+    return module
+
+
+Factory = Callable[[Thresholds], Any]
+Run = tuple[str, Thresholds | None, Factory | None]  # (name, thresholds or None for the static alarm, peer)
+
+
+def old_factory(old: ModuleType) -> Factory:
+    def make(thresholds: Thresholds) -> Any:
+        return old.JobDetector(old.Thresholds(thresholds.stall_after, thresholds.drop_ratio, thresholds.sustain))
+
+    return make
+
+
+def pitcrew_alerts(
+    traces: Sequence[Trace], thresholds: Thresholds, factory: Factory | None = None
+) -> tuple[list[tuple[int, float, str]], float]:
+    index = {trace.name: trace.index for trace in traces}
     started = time.perf_counter()
-    alerts = [
-        (index[e["job"]], datetime.fromisoformat(e["detected_at"]).timestamp(), e["kind"])
-        for e in replay(as_csv_rows(jobs, seed), thresholds)
-    ]
+    episodes = (
+        replay(as_csv_rows(traces), thresholds)
+        if factory is None
+        else replay(as_csv_rows(traces), thresholds, detector=factory)
+    )
+    alerts = [(index[e["job"]], datetime.fromisoformat(e["detected_at"]).timestamp(), e["kind"]) for e in episodes]
     return alerts, time.perf_counter() - started
 
 
@@ -306,13 +396,13 @@ class StaticAlarm:
             self.total, self.count = 0.0, 0
 
 
-def static_alerts(jobs: list[Job], seed: int, ticks: int) -> tuple[list[tuple[int, float, str]], float]:
+def static_alerts(traces: Sequence[Trace], end: float) -> tuple[list[tuple[int, float, str]], float]:
     started = time.perf_counter()
-    alarms = [StaticAlarm() for _ in jobs]
-    for ts, index, value, _event in all_rows(jobs, seed):
+    alarms = [StaticAlarm() for _ in traces]
+    for ts, index, value, _event in all_rows(traces):
         if value is not None:
             alarms[index].sample(ts, value)
-    end_minute = int((EPOCH0 + ticks * TICK) // 60)
+    end_minute = int(end // 60)
     alerts: list[tuple[int, float, str]] = []
     for index, alarm in enumerate(alarms):
         alarm.close_until(end_minute)
@@ -324,6 +414,7 @@ def static_alerts(jobs: list[Job], seed: int, ticks: int) -> tuple[list[tuple[in
 class Score:
     recall: dict[str, tuple[int, int]]
     delays: dict[str, list[float]]
+    down_at_alert: list[float]  # gradual declines: how far down (%) at the first alert
     right_kind: int
     matched: int
     false_alerts: int
@@ -331,54 +422,96 @@ class Score:
     causes: dict[str, int]
 
 
-def score(jobs: list[Job], incidents: list[Incident], alerts: list[tuple[int, float, str]]) -> Score:
-    quiet = [job.quiet for job in jobs]
+def score(traces: Sequence[Trace], alerts: list[tuple[int, float, str]]) -> Score:
     by_job: dict[int, list[tuple[float, str]]] = {}
     for job, at, kind in alerts:
         by_job.setdefault(job, []).append((at, kind))
     used: set[tuple[int, float]] = set()
-    recall = {"stall": (0, 0), "slowdown": (0, 0)}
-    delays: dict[str, list[float]] = {"stall": [], "slowdown": []}
+    recall = dict.fromkeys(KINDS, (0, 0))
+    delays: dict[str, list[float]] = {kind: [] for kind in KINDS}
+    down: list[float] = []
     right_kind = matched = extra = 0
-    for incident in incidents:
-        inside = sorted(
-            (at, kind) for at, kind in by_job.get(incident.job, []) if incident.start <= at <= incident.end + GRACE
-        )
-        found, total = recall[incident.kind]
-        recall[incident.kind] = (found + bool(inside), total + 1)
-        for at, _ in inside:
-            used.add((incident.job, at))
-        if inside:
-            matched += 1
-            extra += len(inside) - 1
-            delays[incident.kind].append((inside[0][0] - incident.start) / 60)
-            right_kind += inside[0][1] == incident.kind
+    for trace in traces:
+        for incident in trace.incidents:
+            inside = sorted(
+                (at, kind) for at, kind in by_job.get(incident.job, []) if incident.start <= at <= incident.end + GRACE
+            )
+            found, total = recall[incident.kind]
+            recall[incident.kind] = (found + bool(inside), total + 1)
+            for at, _ in inside:
+                used.add((incident.job, at))
+            if inside:
+                matched += 1
+                extra += len(inside) - 1
+                first = inside[0][0]
+                delays[incident.kind].append((first - incident.start) / 60)
+                if incident.kind == "gradual":
+                    down.append(100 * min(0.5, 0.5 * (first - incident.start) / incident.decline))
+                expected = "stall" if incident.kind == "stall" else "slowdown"
+                right_kind += inside[0][1] == expected
     causes: dict[str, int] = {}
     for job, at, _ in alerts:
         if (job, at) in used:
             continue
         # what was the job doing in the 10 minutes before the alert?
-        cause = next((kind for start, end, kind in quiet[job] if start - 60 <= at and end >= at - 600), "running")
+        quiet = traces[job].quiet
+        cause = next((kind for start, end, kind in quiet if start - 60 <= at and end >= at - 600), "running")
         causes[cause] = causes.get(cause, 0) + 1
-    return Score(recall, delays, right_kind, matched, sum(causes.values()), extra, causes)
+    return Score(recall, delays, down, right_kind, matched, sum(causes.values()), extra, causes)
 
 
-def delays(values: list[float]) -> str:
+def spread(values: list[float]) -> str:
     if not values:
         return "n/a"
     ordered = sorted(values)
     p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
-    return f"{statistics.median(ordered):.2f} / {p90:.2f} / {ordered[-1]:.2f}"
+    return f"{statistics.median(ordered):.1f} / {p90:.1f} / {ordered[-1]:.1f}"
 
 
 def report(name: str, result: Score, job_weeks: float, rate: float) -> None:
     cells = [name]
-    for kind in ("stall", "slowdown"):
+    for kind in KINDS:
         found, total = result.recall[kind]
-        cells += [f"{found}/{total} ({100 * found / total:.1f}%)", delays(result.delays[kind])]
+        share = f"{100 * found / total:.0f}%" if total else "n/a"
+        cells += [f"{found}/{total} ({share})", spread(result.delays[kind])]
+    cells.append(spread(result.down_at_alert))
     causes = ", ".join(f"{count} {cause}" for cause, count in sorted(result.causes.items())) or "none"
     cells += [f"{result.false_alerts / job_weeks:.2f} ({causes})", f"{rate:,.0f}"]
     print("| " + " | ".join(cells) + " |")
+
+
+HEADER = (
+    "| detector | hangs | delay p50/p90/max (min) | severe slowdowns (20-55%) | delay | moderate (61-70%) | delay "
+    "| gradual (to 50% in 1-3 h) | delay | gradual: % down at alert p50/p90/max "
+    "| false alerts per job-week (what the job was doing) | rows/s |"
+)
+
+
+def run_all(title: str, traces: Sequence[Trace], end: float, weeks: int, runs: list[Run]) -> None:
+    rows = sum(1 for _ in all_rows(traces))
+    incidents = [incident for trace in traces for incident in trace.incidents]
+    counts = ", ".join(f"{sum(i.kind == kind for i in incidents)} {kind}" for kind in KINDS)
+    job_weeks = len(traces) * weeks
+    print(f"\n### {title}\n")
+    print(
+        f"{len(traces)} jobs x {weeks} weeks = {job_weeks} job-weeks, {rows:,} rows, "
+        f"{sum(trace.restarts for trace in traces)} restarts; incidents: {counts}\n"
+    )
+    print(HEADER)
+    print("|---" * 13 + "|")
+    notes = []
+    for name, thresholds, factory in runs:
+        if thresholds is None:
+            alerts, elapsed = static_alerts(traces, end)
+        else:
+            alerts, elapsed = pitcrew_alerts(traces, thresholds, factory)
+        result = score(traces, alerts)
+        report(name, result, job_weeks, rows / elapsed)
+        kind = f"named the right kind for {result.right_kind} of {result.matched}; " if thresholds else ""
+        notes.append(f"{name}: {kind}{result.extra_alerts} extra alerts within incidents; {elapsed:.1f} s")
+    print()
+    for note in notes:
+        print(f"- {note}")
 
 
 def main() -> None:
@@ -386,47 +519,30 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=100)
     parser.add_argument("--weeks", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--heldout-jobs", type=int, default=100)
     parser.add_argument("--sweep", action="store_true", help="also run Pitcrew with stall_after 6 and 8 minutes")
     args = parser.parse_args()
     print(f"{platform.node()} · {platform.machine()} · {os.cpu_count()} cpus · Python {platform.python_version()}")
-    ticks = minutes(args.weeks * 7 * 24 * 60)
-    rng = random.Random(args.seed)
-    started = time.perf_counter()
-    jobs = [plan_job(index, ticks, random.Random(rng.random())) for index in range(args.jobs)]
-    incidents = [incident for job in jobs for incident in job.incidents]
-    rows = sum(1 for _ in all_rows(jobs, args.seed))
-    job_weeks = args.jobs * args.weeks
-    hangs = sum(i.kind == "stall" for i in incidents)
-    print(
-        f"{args.jobs} jobs x {args.weeks} weeks = {job_weeks} job-weeks, {rows:,} rows, "
-        f"{sum(job.restarts for job in jobs)} restarts, {hangs} hangs, {len(incidents) - hangs} slowdowns "
-        f"(planned in {time.perf_counter() - started:.1f} s)"
-    )
-    runs: list[tuple[str, Thresholds | None]] = [("Pitcrew (10 / 0.6 / 5 min)", Thresholds())]
+    old = old_factory(load_old_detector())
+    runs: list[Run] = [
+        ("Pitcrew (10 / 0.6 / 5 min + CUSUM)", Thresholds(), None),
+        (f"Pitcrew before issue 13 ({OLD_COMMIT})", Thresholds(), old),
+    ]
     if args.sweep:
         runs += [
-            ("Pitcrew, stall_after 8 min", Thresholds(stall_after=timedelta(minutes=8))),
-            ("Pitcrew, stall_after 6 min", Thresholds(stall_after=timedelta(minutes=6))),
+            ("Pitcrew, stall_after 8 min", Thresholds(stall_after=timedelta(minutes=8)), None),
+            ("Pitcrew, stall_after 6 min", Thresholds(stall_after=timedelta(minutes=6)), None),
         ]
-    runs.append(("static alarm (5 of 5, 1 min)", None))
-    print(
-        "\n| detector | hangs found | hang delay p50 / p90 / max (min) | slowdowns found "
-        "| slowdown delay p50 / p90 / max (min) | false alerts per job-week (what the job was doing) | rows/s |"
-    )
-    print("|---|---|---|---|---|---|---|")
-    notes = []
-    for name, thresholds in runs:
-        if thresholds is None:
-            alerts, elapsed = static_alerts(jobs, args.seed, ticks)
-        else:
-            alerts, elapsed = pitcrew_alerts(jobs, args.seed, thresholds)
-        result = score(jobs, incidents, alerts)
-        report(name, result, job_weeks, rows / elapsed)
-        kind = f"named the right kind for {result.right_kind} of {result.matched}; " if thresholds else ""
-        notes.append(f"{name}: {kind}{result.extra_alerts} extra alerts within incidents; {elapsed:.1f} s")
+    runs.append(("static alarm (5 of 5, 1 min)", None, None))
+    ticks = minutes(args.weeks * 7 * 24 * 60)
+    rng = random.Random(args.seed)
+    jobs = [plan_job(index, ticks, random.Random(rng.random()), args.seed) for index in range(args.jobs)]
+    if jobs:
+        run_all("The main generator (tuned on)", jobs, EPOCH0 + ticks * TICK, args.weeks, runs)
+    if args.heldout_jobs:
+        held = [plan_heldout(index, EPOCH0, args.weeks, args.seed * 7919 + index) for index in range(args.heldout_jobs)]
+        run_all("The held-out generator (never tuned on)", held, EPOCH0 + args.weeks * 7 * 24 * 3600, args.weeks, runs)
     print("\nrows/s include generating the rows (and, for Pitcrew, formatting them as CSV dicts and parsing them)")
-    for note in notes:
-        print(note)
 
 
 if __name__ == "__main__":
