@@ -14,6 +14,7 @@ from bot import audit_view
 from bot.access import AccessPolicy
 from bot.alerts.desk import AlertDesk
 from bot.audit import AuditLog
+from bot.clusters.changes import Changes
 from bot.clusters.fleet import Fleet
 from bot.clusters.model import Cluster
 from bot.clusters.templates import TemplateSet
@@ -66,6 +67,11 @@ class Services:
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
         await self.audit.flush()
+
+    @property
+    def changes(self) -> Changes:
+        """Planning cluster changes (the /cluster commands and the alerts' node buttons)."""
+        return Changes(fleet=self.fleet, operations=self.operations, program=self.program, templates=self.templates)
 
     @property
     def tz(self) -> ZoneInfo:
