@@ -138,3 +138,24 @@ def test_any_text_parses_or_is_a_usage_error(text: str) -> None:
     except UsageError as error:
         assert error.message
         assert error.usage.startswith("/cluster")
+
+
+def test_help_is_read_off_the_table_each_usage_line_once() -> None:
+    from bot.access import Action
+    from bot.commands import CLUSTER
+    from bot.tracking.parse import TRACK
+
+    viewer = CLUSTER.help_lines(lambda needs: needs in (None, Action.VIEW))
+    assert [usage.split()[1] for usage, _ in viewer] == ["help", "list", "status", "nodes", "templates", "throughput"]
+    writer = TRACK.help_lines(lambda needs: True)
+    assert [usage for usage, _ in writer].count("/track note|milestone|incident|lesson TEXT [--org ORG]") == 1
+    assert writer[0][1] == "record a note for the org (default: this channel's org)"
+    assert CLUSTER.all_usage().splitlines() == [CLUSTER.usage(name) for name in ("list", "status", "nodes", "help")]
+
+
+def test_a_table_with_a_name_twice_is_refused() -> None:
+    from bot.subcommands import CommandSet, Subcommand, no_arguments
+
+    spec = Subcommand(name="help", usage="/x help", summary="", needs=None, parse=no_arguments(Help, "/x help"))
+    with pytest.raises(ValueError, match="repeat"):
+        CommandSet(command="/x", max_text=10, subcommands=(spec, spec))
