@@ -21,6 +21,7 @@ transition completes a configurable number of seconds after the call (`set_hyper
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import itertools
@@ -113,6 +114,47 @@ def reset_moto_server(endpoint: str) -> None:
     import httpx
 
     httpx.post(f"{endpoint.rstrip('/')}/moto-api/reset", timeout=30).raise_for_status()
+
+
+@dataclass(frozen=True)
+class MotoSnapshot:
+    """moto's state at one moment (every account and region of every service in use), to come back to
+    without making it again: re-seeding the example program takes seconds of API calls, a restore a
+    deep copy. Taken and restored in this process, which serves moto's state (the server shares it)."""
+
+    services: dict[int, Any]  # id -> a service's BackendDict (a reset forgets which are in use; these are)
+    backends: dict[tuple[int, str, str], Any]  # (BackendDict's id, account, region) -> that backend object
+    state: dict[tuple[int, str, str], dict[str, Any]]  # the same keys -> a deep copy of the backend's attributes
+
+
+def snapshot_moto() -> MotoSnapshot:
+    """What moto holds now. Backends that refer to one another keep referring to the live objects."""
+    from moto.core.base_backend import BackendDict, backend_lock
+
+    with backend_lock:
+        services = {id(service): service for service in list(BackendDict._instances)}  # type: ignore[misc]
+        backends = {
+            (key, account, region): backend
+            for key, service in services.items()
+            for account, regions in list(service.items())
+            for region, backend in list(regions.items())
+        }
+        memo: dict[int, Any] = {id(backend): backend for backend in backends.values()}
+        state = copy.deepcopy({key: backend.__dict__ for key, backend in backends.items()}, memo)
+    return MotoSnapshot(services=services, backends=backends, state=state)
+
+
+def restore_moto(endpoint: str, snapshot: MotoSnapshot) -> None:
+    """moto as it was at `snapshot`: everything reset, then each backend of the snapshot given a fresh deep
+    copy of its attributes then (so the snapshot can be restored again). STS keys issued after it are gone."""
+    reset_moto_server(endpoint)
+    # Not under moto's backend_lock: looking a backend up takes that (non-reentrant) lock itself; nothing else
+    # calls moto between two tests.
+    fresh = {key: snapshot.services[key[0]][key[1]][key[2]] for key in snapshot.backends}
+    memo: dict[int, Any] = {id(old): fresh[key] for key, old in snapshot.backends.items()}
+    state = copy.deepcopy(snapshot.state, memo)
+    for key, backend in fresh.items():
+        backend.__dict__ = state[key]
 
 
 # --- node ids -----------------------------------------------------------------------------------------
