@@ -10,7 +10,7 @@ from typing import Any
 from slack_bolt.context.ack.async_ack import AsyncAck
 
 from bot.access import NOT_A_MEMBER, Action
-from bot.clusters.changes import Changes, ClusterBusy, FleetStopOffered, NotPlanned, Shown
+from bot.clusters.changes import ClusterBusy, FleetStopOffered, NotPlanned, Shown
 from bot.clusters.model import Cluster
 from bot.commands import (
     NEEDS,
@@ -166,7 +166,7 @@ async def _launch_plan(services: Services, parsed: LaunchCluster, *, user_id: st
     if refusal:
         return refusal
     try:
-        planned = await changes_of(services).launch(
+        planned = await services.changes.launch(
             org_id=org_id,
             template_id=parsed.template,
             name=parsed.name,
@@ -217,12 +217,6 @@ async def _audit(services: Services, parsed: ShowAudit, *, user_id: str, channel
     return Answer(reply, org_id=org_id)
 
 
-def changes_of(services: Services) -> Changes:
-    return Changes(
-        fleet=services.fleet, operations=services.operations, program=services.program, templates=services.templates
-    )
-
-
 def _not_planned(not_planned: NotPlanned, usage: str) -> Answer:
     org_id, detail = not_planned.org_id, not_planned.detail
     if not_planned.shown is Shown.USAGE:
@@ -247,7 +241,7 @@ async def _cluster_to_change(services: Services, ref: ClusterRef, *, user_id: st
     if not decision.allowed:
         return Answer(blocks.refusal(decision.reason), Outcome.REFUSED, cluster.org, decision.reason)
     try:
-        await changes_of(services).check_changeable(cluster)
+        await services.changes.check_changeable(cluster)
     except NotPlanned as not_planned:
         return _not_planned(not_planned, usage)
     except ClusterBusy as busy:
@@ -262,7 +256,7 @@ async def _scale_plan(services: Services, parsed: ScaleGroup, *, user_id: str, c
         return found
     cluster = found
     try:
-        planned = await changes_of(services).scale(
+        planned = await services.changes.scale(
             cluster,
             group=parsed.group,
             count=parsed.count,
@@ -290,7 +284,7 @@ async def _node_plan(services: Services, parsed: NodeAction, *, user_id: str, ch
     if isinstance(found, Answer):
         return found
     try:
-        planned = await changes_of(services).nodes(
+        planned = await services.changes.nodes(
             found,
             verb=parsed.verb,
             node_ids=parsed.node_ids,
@@ -311,7 +305,7 @@ async def _delete_plan(services: Services, parsed: DeleteCluster, *, user_id: st
     found = await _cluster_to_change(services, parsed.cluster, user_id=user_id, usage=USAGE["delete"])
     if isinstance(found, Answer):
         return found
-    planned = await changes_of(services).delete(found, user_id=user_id, channel_id=channel_id)
+    planned = await services.changes.delete(found, user_id=user_id, channel_id=channel_id)
     reply = blocks.delete_plan(found, operation_id=planned.operation_id)
     return Answer(reply, org_id=found.org, detail=f"proposed as {planned.operation_id}")
 
