@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 from zoneinfo import ZoneInfo
 
-from bot.alerts.kind import AlertKind, AlertView
+from bot.alerts.kind import AlertKind, AlertView, Tone
 from bot.alerts.kinds import KINDS
 from bot.clusters.fleet import describe_error
 from bot.clusters.model import Backend, Cluster
@@ -46,7 +46,7 @@ class AlertPresenter(Protocol):
 
     def held_back(self, kind: AlertKind, row: Episode, *, at: datetime, tz: ZoneInfo) -> Reply: ...
 
-    def note(self, text: str) -> Reply: ...
+    def note(self, text: str, *, tone: Tone = Tone.NEWS) -> Reply: ...
 
     def acknowledged(self, user_id: str, *, at: datetime, tz: ZoneInfo) -> Reply: ...
 
@@ -277,6 +277,7 @@ class AlertDesk:
         *,
         cluster: Cluster | None,
         silence: Silence | None,
+        tone: Tone = Tone.NEWS,
         coordination: bool = True,
     ) -> None:
         """A line in the episode's thread, and its message (and, unless told not to, its coordination line)
@@ -285,9 +286,9 @@ class AlertDesk:
             return
         if row.silenced:
             thread_channel = silence.channel_id if silence else row.channel_id
-            await self.post(thread_channel, self.presenter.note(text), thread_ts=row.message_ts)
+            await self.post(thread_channel, self.presenter.note(text, tone=tone), thread_ts=row.message_ts)
             return
-        await self.post(row.channel_id, self.presenter.note(text), thread_ts=row.message_ts)
+        await self.post(row.channel_id, self.presenter.note(text, tone=tone), thread_ts=row.message_ts)
         await self.edit(row.channel_id, row.message_ts, await self.render(row, cluster, silence))
         if coordination and row.coordination_ts:
             kind = self.kind(row)

@@ -30,6 +30,14 @@ class Action(StrEnum):
     SILENCE = "silence"  # Silence 1/4/24 h, or Unsilence while the cluster is silenced
 
 
+class Tone(StrEnum):
+    """What a line in an alert's thread tells: news, worse, or that it is over."""
+
+    NEWS = "news"
+    WORSE = "worse"
+    RECOVERED = "recovered"
+
+
 @dataclass(frozen=True)
 class AlertView:
     """An alert as its presenter renders it: the episode (or a storm's members, the first one named by the

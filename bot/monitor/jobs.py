@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from bot.alerts.desk import AlertDesk
+from bot.alerts.kind import Tone
 from bot.alerts.kinds import job as job_kind
 from bot.config import ProgramConfig
 from bot.monitor.throughput import Anomaly, JobDetector, Sample, Thresholds
@@ -196,8 +197,8 @@ class ThroughputMonitor:
             await self._desk.update(row, {"status": current.kind, "message": message[:1000], "updated_at": now})
             if not row.silenced:  # the edit keeps saying the cluster is silenced, and its button
                 silence = await self._desk.silence_for(org_id, row.backend, cluster)
-                note = f":red_circle: It is now a {current.kind}: {message}"
-                await self._desk.note(row, note, cluster=None, silence=silence, coordination=False)
+                note = f"It is now a {current.kind}: {message}"
+                await self._desk.note(row, note, cluster=None, silence=silence, tone=Tone.WORSE, coordination=False)
             return 1
         await self._open(org_id, cluster, job, current, detector, rows, now)
         return 1
@@ -278,9 +279,9 @@ class ThroughputMonitor:
         if row.silenced:
             return
         figures = self._figures(detector, None, unit_of(rows))
-        text = f":large_green_circle: Recovered: {note}. {figures}".strip()
         silence = await self._desk.silence_for(row.org_id, row.backend, row.cluster_name)
-        await self._desk.note(row, text, cluster=None, silence=silence)
+        text = f"{note}. {figures}".strip()
+        await self._desk.note(row, text, cluster=None, silence=silence, tone=Tone.RECOVERED)
         if row.message_ts and ended:  # the whole anomaly, start to end, zoomed in when it was short
             await self._chart(row, now, thread_ts=row.message_ts, anomaly=ended[-1])
 

@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
 from bot.alerts.desk import AlertDesk
+from bot.alerts.kind import Tone
 from bot.clusters.fleet import Fleet
 from bot.clusters.model import Backend, Cluster
 from bot.monitor.episodes import (
@@ -236,8 +237,7 @@ class NodeMonitor:
                 continue  # closed already (another replica, or the event path)
             touched.add(row.group_name)
             told.add(row.id or 0)
-            note = f":large_green_circle: Recovered: {closing.note}"
-            await self._desk.note(row, note, cluster=cluster, silence=silence)
+            await self._desk.note(row, closing.note, cluster=cluster, silence=silence, tone=Tone.RECOVERED)
         new_rows: list[Episode] = []
         for opening in verdict.opened:
             touched.add(opening.group)

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
 from bot.alerts.desk import AlreadyAcknowledged, AlreadyEnded, AlreadySilenced, NothingChanged
-from bot.alerts.kind import Action, AlertKind, AlertView
+from bot.alerts.kind import Action, AlertKind, AlertView, Tone
 from bot.alerts.kinds import cluster as cluster_kind
 from bot.alerts.kinds import job as job_kind
 from bot.alerts.kinds import node as node_kind
@@ -337,6 +337,9 @@ PRESENTERS: Mapping[str, KindPresenter] = {
 }
 
 
+TONES = {Tone.NEWS: "", Tone.WORSE: ":red_circle: ", Tone.RECOVERED: ":large_green_circle: Recovered: "}
+
+
 class SlackAlerts:
     """The alert desk's presenter (bot.alerts.desk.AlertPresenter): each kind's, and the lines all share."""
 
@@ -352,8 +355,8 @@ class SlackAlerts:
     def held_back(self, kind: AlertKind, row: Any, *, at: datetime, tz: ZoneInfo) -> Reply:
         return held_back_line(self.presenters[kind.name].held_back(row), row.message, at=at, tz=tz)
 
-    def note(self, text: str) -> Reply:
-        return thread_note(text)
+    def note(self, text: str, *, tone: Tone = Tone.NEWS) -> Reply:
+        return thread_note(TONES[tone] + text)
 
     def acknowledged(self, user_id: str, *, at: datetime, tz: ZoneInfo) -> Reply:
         return thread_note(f":eyes: <@{user_id}> acknowledged this at {when(at, tz)}.")
