@@ -10,10 +10,11 @@ Two kinds of anomaly:
   - *severe*: it stays below `drop_ratio` x baseline for `sustain` (a drop to half is told in 5 minutes);
   - *moderate or gradual*: a CUSUM of its log-deficit, `log(baseline / recent)` less an allowance, summed over
     time, reaches `CUSUM_LIMIT`. The allowance is `log(1 / 0.88)` or, for a job noisier than +-15%, wider:
-    `NOISE_Z` x the job's own sample noise (the robust spread of log-throughput within its healthy 10-minute
-    blocks). The deficit counts at most as a drop to 60% (deeper ones are the severe rule's), so a short deep
-    dip is not a slowdown. A sustained drop to 70% is told within 10 minutes, one to 75% within about 14,
-    and a linear decline to 50% over 2 hours by the time it is about 23% down; above 88% nothing accumulates.
+    `NOISE_Z` x the job's own sample noise (the robust spread of the log-differences of successive healthy
+    samples, so a drift or a decline is not noise). A deficit counts at most as much as reaches the limit in
+    `sustain` + 1 minute: deeper drops are the severe rule's, and a short deep dip is not a slowdown. At +-15%
+    noise a sustained drop to 70% is told within 10 minutes, one to 75% within about 14, and a linear decline
+    to 50% over 2 hours by the time it is about 23% down; above 88% nothing accumulates.
   Only time between samples counts: a gap longer than 2 minutes (a pause, absent or zeros) adds nothing, so the
   partial samples either side of a checkpoint are not slow minutes. Its `start` is the first slow sample (the
   severe rule) or the sample from which the CUSUM last rose from zero. It ends once the recent throughput has
@@ -59,8 +60,9 @@ RISE_RESET = 1.25  # a block this much above the anchored baseline starts the bl
 NOISE_BLOCKS = 6  # the job's noise: the median spread of its last this many blocks
 ALLOWANCE = math.log(1 / 0.88)  # the least log-deficit the CUSUM lets pass: a quiet job's 12% wobble
 NOISE_Z = 1.2  # ... or this many times the job's sample noise (the 2-minute median is about 0.6 x as noisy)
-DEFICIT_CAP = math.log(1 / 0.6)  # a deeper drop counts as this one: deep drops are the severe rule's
 CUSUM_LIMIT = 1.6  # log-deficit-minutes past the allowance that make a slowdown (70%: about 8 min, 75%: 11)
+NEVER_BEFORE = timedelta(minutes=1)  # the CUSUM opens nothing sooner than `sustain` + this: deep drops are the
+# severe rule's, so a deficit counts at most as much as reaches CUSUM_LIMIT in that time (a 5-minute dip is none)
 
 STALL = "stall"
 SLOWDOWN = "slowdown"
@@ -110,6 +112,7 @@ class JobDetector:
 
     def __init__(self, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> None:
         self.thresholds = thresholds
+        self._deficit_cap = CUSUM_LIMIT / ((thresholds.sustain + NEVER_BEFORE) / timedelta(minutes=1))
         self._active = False
         self._last_sample_ts: datetime | None = None
         self._open: Anomaly | None = None
@@ -359,7 +362,7 @@ class JobDetector:
             return changes
         cusum = self._cusum
         if low or cusum > 0:  # (most samples of a healthy job: neither, and nothing to add)
-            deficit = min(math.log(baseline / smoothed), DEFICIT_CAP)
+            deficit = min(math.log(baseline / smoothed), self._allowance_value + self._deficit_cap)
             cusum = max(0.0, cusum + step.total_seconds() / 60 * (deficit - self._allowance_value))
             if cusum > 0 and (self._cusum == 0 or self._cusum_since is None):
                 self._cusum_since = self._raw_low_since or ts  # the first low sample of those that moved the median

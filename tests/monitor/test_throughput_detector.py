@@ -432,3 +432,12 @@ def test_a_deeper_drop_is_never_told_later(seed: int, warm: int, ratio: float, d
     deep = first_alert(seed, warm, ratio * (1 - deeper))
     if shallow is not None:
         assert deep is not None and deep <= shallow
+
+
+def test_a_five_minute_climb_back_from_a_deep_dip_is_no_slowdown() -> None:
+    """The CUSUM is never faster than `sustain`: below 60% is the severe rule's to judge (found by the benchmark:
+    a restart whose warm-up came after its first samples)."""
+    detector = started()
+    climb_from = T0 + minutes(40)
+    assert run(detector, climb_from, minutes(5), lambda ts: RATE * (0.1 + 0.9 * (ts - climb_from) / minutes(5))) == []
+    assert run(detector, climb_from + minutes(5), minutes(60), RATE) == []
