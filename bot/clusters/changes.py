@@ -202,6 +202,9 @@ class Changes:
             known = ", ".join(f"`{t}`" for t in self.templates.ids)
             message = f"There is no template `{template_id}`; the templates are {known}."
             raise NotPlanned(message, outcome=Outcome.INVALID, shown=Shown.USAGE, org_id=org_id)
+        capabilities = await self.fleet.capabilities(org_id, Backend(template.backend))
+        if not capabilities.changes:
+            raise NotPlanned(capabilities.why_not, outcome=Outcome.REFUSED, shown=Shown.REFUSAL, org_id=org_id)
         (listing,) = await self.fleet.list_orgs([org_id])
         if listing.errors:
             # Quota cannot be checked without knowing what the org holds: say so rather than guess.

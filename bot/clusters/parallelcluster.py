@@ -533,7 +533,8 @@ class ParallelClusterEc2Backend:
             fleet=False,
             why_no_node_actions=NO_NODE_ACTIONS,
             why_not=f"`{org_id}` has no ParallelCluster API in the program file (aws.parallelcluster_api), and "
-            "changing a ParallelCluster cluster goes through it; ask a program admin to add it.",
+            "launching or changing a ParallelCluster cluster goes through it; its clusters can still be listed and "
+            "inspected. Ask a program admin to add it.",
         )
 
     def _refuse(self) -> NoReturn:

@@ -114,11 +114,6 @@ def plan_launch(
     if problem:
         raise PlanRefused(problem, bad_input=True)
     backend = Backend(template.backend)
-    if backend is Backend.PCLUSTER and not org.aws.parallelcluster_api:
-        raise PlanRefused(
-            f"`{org.id}` has no ParallelCluster API in the program file (aws.parallelcluster_api), and launching "
-            "a ParallelCluster cluster goes through it; its clusters can still be listed and inspected."
-        )
     taken = next((c for c in clusters if c.name == name), None)
     if taken is not None:  # on either backend: ORG/NAME must name one cluster
         raise PlanRefused(

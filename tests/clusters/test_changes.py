@@ -188,3 +188,35 @@ async def test_a_running_change_makes_the_cluster_busy(rig: Rig) -> None:
     with pytest.raises(ClusterBusy) as busy:
         await rig.changes.check_changeable(cluster)
     assert busy.value.running.id == planned.operation_id
+
+
+async def test_a_launch_is_refused_by_the_same_capability_and_planned_where_the_backend_can(rig: Rig) -> None:
+    with pytest.raises(NotPlanned) as refused:
+        await rig.changes.launch(
+            org_id=KUMO,
+            template_id="pcluster-p5-efa",
+            name="kumo-pc-new",
+            params={},
+            count=1,
+            dry_run=False,
+            user_id=ALICE,
+            channel_id=CHANNEL,
+        )
+    assert refused.value.shown is Shown.REFUSAL and "no ParallelCluster API" in refused.value.message
+    planned = await rig.changes.launch(
+        org_id=KUMO,
+        template_id="hyperpod-p5",
+        name="kumo-hp-new",
+        params={
+            "execution_role_arn": "arn:aws:iam::111111111111:role/SageMakerHyperPodExecutionRole",
+            "lifecycle_s3_uri": "s3://sagemaker-kumo-labs-lifecycle/base-config/",
+        },
+        count=2,
+        dry_run=False,
+        user_id=ALICE,
+        channel_id=CHANNEL,
+    )
+    assert planned.operation_id is not None
+    stored = await rig.operations.get(planned.operation_id)
+    assert stored is not None and stored.kind == Kind.LAUNCH.value
+    assert stored.request == planned.plan.request and stored.request["ClusterName"] == "kumo-hp-new"
