@@ -14,9 +14,8 @@ from typing import Any
 from slack_bolt.context.ack.async_ack import AsyncAck
 
 from bot.access import Action
-from bot.clusters.fleet import describe_error
+from bot.clusters.changes import ClusterBusy, NotPlanned
 from bot.clusters.model import Backend
-from bot.clusters.progress import Kind
 from bot.services import Services
 from bot.slack import blocks
 from bot.slack.alerts import nothing_changed
@@ -163,30 +162,20 @@ async def node_action_callback(ack: AsyncAck, body: dict[str, Any], context: dic
 
 
 async def _plan_node_action(services: Services, body: dict[str, Any], row: Episode, verb: str) -> blocks.Reply:
-    user_id = body["user"]["id"]
-    node_id = row.node_ids[-1] if row.node_ids else ""
     try:
-        cluster = await services.fleet.get(row.org_id, Backend(row.backend), row.cluster_name)
-    except Exception as error:
-        return blocks.problem(f"Could not read `{row.org_id}/{row.cluster_name}`: {describe_error(error)}")
-    node = next((n for n in cluster.nodes if n.node_id == node_id), None) if cluster else None
-    if cluster is None or node is None:
-        return blocks.problem(f"`{node_id}` is no longer in `{row.org_id}/{row.cluster_name}`; nothing to {verb}.")
-    busy = await services.operations.busy(org_id=cluster.org, backend=cluster.backend, cluster_name=cluster.name)
-    if busy is not None:
-        return blocks.problem(blocks.busy_text(busy))
-    operation = await services.operations.propose(
-        kind=Kind.REPLACE if verb == "replace" else Kind.REBOOT,
-        org_id=cluster.org,
-        backend=cluster.backend,
-        cluster_name=cluster.name,
-        request={
-            "node_ids": [node_id],
-            "groups": [node.group],
-            "before_ids": [n.node_id for n in cluster.nodes if n.group == node.group],
-        },
-        user_id=user_id,
-        channel_id=row.channel_id,
-    )
-    _audit(services, body, row, command=f"alert_{verb}", outcome=Outcome.ALLOWED, detail=f"proposed as {operation.id}")
-    return blocks.node_action_plan(verb, cluster, [node], operation_id=operation.id)
+        planned = await services.changes.node_from_alert(
+            org_id=row.org_id,
+            backend=Backend(row.backend),
+            cluster_name=row.cluster_name,
+            node_id=row.node_ids[-1] if row.node_ids else "",
+            verb=verb,
+            user_id=body["user"]["id"],
+            channel_id=row.channel_id,
+        )
+    except NotPlanned as not_planned:
+        return blocks.problem(not_planned.message)
+    except ClusterBusy as busy:
+        return blocks.problem(blocks.busy_text(busy.running))
+    detail = f"proposed as {planned.operation_id}"
+    _audit(services, body, row, command=f"alert_{verb}", outcome=Outcome.ALLOWED, detail=detail)
+    return blocks.node_action_plan(verb, planned.cluster, list(planned.nodes), operation_id=planned.operation_id)
