@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from bot.clusters.model import Cluster, Health, Node
+from bot.clusters.model import Cluster, Health, Node, Phase
 
 REOPEN_WINDOW = timedelta(minutes=30)
 STORM_NODES = 5  # this many nodes of one cluster failing in one look make one grouped message
@@ -113,7 +113,7 @@ class Verdict:
 
 
 def cluster_failed(cluster: Cluster) -> bool:
-    return cluster.status in ("Failed", "RollingBack") or cluster.status.endswith("_FAILED")
+    return cluster.phase is Phase.FAILED
 
 
 def with_hints(cluster: Cluster, hints: Mapping[str, tuple[bool, str]]) -> Cluster:

@@ -20,8 +20,10 @@ from typing import TYPE_CHECKING, Protocol
 
 from bot.alerts.desk import AlertDesk
 from bot.alerts.kind import Tone
+from bot.clusters import requests
 from bot.clusters.fleet import Fleet
 from bot.clusters.model import Backend, Cluster
+from bot.clusters.requests import Kind
 from bot.monitor.episodes import (
     CLUSTER_KEY,
     RETIRED_WINDOW,
@@ -79,10 +81,15 @@ def _replacement(operation: Operation) -> Replacement | None:
     """A confirmed replace as the episodes need it: the ids AWS accepted, the group before, when."""
     if operation.started_at is None:
         return None
-    request = operation.request
+    try:
+        request = requests.from_json(Kind(operation.kind), Backend(operation.backend), operation.request)
+    except (requests.BadRequest, ValueError):  # a row no plan wrote: not a replacement to follow
+        return None
+    if not isinstance(request, requests.NodeRequest):
+        return None
     return Replacement(
-        node_ids=frozenset(str(node_id) for node_id in request.get("successful", [])),
-        before_ids=frozenset(str(node_id) for node_id in request.get("before_ids", [])),
+        node_ids=frozenset(request.successful or ()),
+        before_ids=frozenset(request.before_ids),
         started_at=operation.started_at,
         confirmed_by=operation.confirmed_by or "",
     )
