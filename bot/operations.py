@@ -26,7 +26,7 @@ from bot.clusters.fleet import Fleet, describe_error, request_id
 from bot.clusters.model import Backend
 from bot.clusters.progress import Kind, State, Watch, judge
 from bot.slack import blocks
-from bot.slack.poster import Poster
+from bot.slack.publisher import Publisher
 from storage import crud
 from storage.db import Database
 from storage.models import Operation, OperationStatus, Outcome, utcnow
@@ -123,7 +123,7 @@ Decision = (
 class Operations:
     db: Database
     fleet: Fleet
-    poster: Poster
+    poster: Publisher
     audit: AuditLog
     access: AccessPolicy
     tz: ZoneInfo

@@ -26,7 +26,7 @@ from bot.monitor.jobs import ThroughputMonitor
 from bot.monitor.nodes import NodeMonitor
 from bot.operations import Operations
 from bot.scheduler import LeaderScheduler
-from bot.slack.poster import Poster
+from bot.slack.publisher import Publisher
 from bot.tracking.records import RecordBook
 from storage import crud
 from storage.db import Database
@@ -42,7 +42,7 @@ class Services:
     access: AccessPolicy
     fleet: Fleet
     db: Database
-    poster: Poster
+    poster: Publisher
     audit: AuditLog
     templates: TemplateSet
     operations: Operations

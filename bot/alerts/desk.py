@@ -21,7 +21,7 @@ from bot.clusters.fleet import describe_error
 from bot.clusters.model import Backend, Cluster
 from bot.config import ProgramConfig
 from bot.slack.blocks import Reply
-from bot.slack.poster import Poster
+from bot.slack.publisher import Publisher
 from storage import crud
 from storage.db import Database
 from storage.models import Episode, Silence, utcnow
@@ -97,7 +97,7 @@ class AlertDesk:
         self,
         *,
         db: Database,
-        poster: Poster,
+        poster: Publisher,
         program: ProgramConfig,
         presenter: AlertPresenter,
         clusters: ClusterReader | None = None,

@@ -16,7 +16,7 @@ from bot.clusters.model import Cluster
 from bot.config import ProgramConfig, normalize_instance_type
 from bot.digest import render
 from bot.digest.compute import quota_levels
-from bot.slack.poster import Poster
+from bot.slack.publisher import Publisher
 from storage import crud, tracking
 from storage.db import Database
 from storage.models import ClusterSeen, QuotaNotice, utcnow
@@ -46,7 +46,7 @@ def cluster_seen_rows(clusters: Sequence[Cluster], *, at: datetime) -> list[Clus
 
 class UsageLedger:
     def __init__(
-        self, *, db: Database, poster: Poster, program: ProgramConfig, clock: Callable[[], datetime] = utcnow
+        self, *, db: Database, poster: Publisher, program: ProgramConfig, clock: Callable[[], datetime] = utcnow
     ) -> None:
         self._db = db
         self._poster = poster

@@ -30,7 +30,7 @@ from bot.digest.gather import gather_week
 from bot.digest.weeks import digest_week, due_at, previous_week
 from bot.slack import charts
 from bot.slack.blocks import Reply
-from bot.slack.poster import Poster
+from bot.slack.publisher import Publisher
 from storage import tracking
 from storage.db import Database
 from storage.models import DigestRun, DigestRunStatus, utcnow
@@ -85,7 +85,7 @@ class WeeklyDigest:
         self,
         *,
         db: Database,
-        poster: Poster,
+        poster: Publisher,
         program: ProgramConfig,
         holder: str,
         clock: Callable[[], datetime] = utcnow,
