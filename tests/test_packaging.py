@@ -79,7 +79,7 @@ def test_the_wheel_carries_every_data_file(wheel: Path) -> None:
         | _tracked("bot/examples", (".yml",))
         | _tracked("sandbox/specs", (".yaml", ".md"))
         | _tracked("storage/migrations", (".py", ".mako"))
-        | {"sandbox/console.html"}
+        | {"sandbox/slack/console.html"}
     )
     assert len(expected) > 20
     assert expected - names == set()

@@ -13,7 +13,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from sandbox.slack.driver import UserDriver
 from sandbox.slack.workspace import TEAM_DOMAIN
 
-CONSOLE_HTML = Path(__file__).parents[1] / "console.html"
+CONSOLE_HTML = Path(__file__).with_name("console.html")
 
 
 class Console(UserDriver):
