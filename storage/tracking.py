@@ -22,7 +22,6 @@ from storage.models import (
     DigestRun,
     DigestRunStatus,
     Episode,
-    EpisodeKind,
     Operation,
     OperationStatus,
     OrgRequirement,
@@ -245,17 +244,6 @@ async def episodes_overlapping(
         .order_by(col(Episode.opened_at), col(Episode.id))
     )
     return (await session.exec(query)).all()
-
-
-async def failures_overlapping(
-    session: AsyncSession, *, org_ids: Sequence[str], since: datetime, until: datetime, throughput: bool
-) -> Sequence[Episode]:
-    """Node and cluster failures, or (throughput=True) jobs' throughput episodes: episodes_overlapping of
-    the kinds the digest counts so (bot.alerts.kinds.in_bucket)."""
-    kinds = [EpisodeKind.JOB] if throughput else [EpisodeKind.NODE, EpisodeKind.CLUSTER]
-    return await episodes_overlapping(
-        session, org_ids=org_ids, kinds=[k.value for k in kinds], since=since, until=until
-    )
 
 
 async def operations_finished(

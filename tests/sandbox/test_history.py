@@ -12,6 +12,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from bot.alerts.kind import Bucket
+from bot.alerts.kinds import in_bucket
 from bot.clusters.fleet import OrgClusters
 from bot.clusters.model import Backend, Cluster, Health, Node
 from bot.config import ProgramConfig, load_program, normalize_instance_type
@@ -143,7 +145,7 @@ def test_episodes_are_closed_and_keyed_uniquely(history: History) -> None:
         hours = (e["closed_at"] - e["opened_at"]).total_seconds() / 3600
         assert 1 / 3 <= hours <= 6 and e["node_hours_lost"] == pytest.approx(hours, abs=1e-3)
         assert e["backend"] in ("hyperpod", "pcluster") and re.fullmatch(r"i-0[0-9a-f]{16}", e["node_key"])
-    assert all(e["backend"] == "throughput" and e["status"] in ("stall", "slowdown") for e in jobs)
+    assert all(e["kind"] == "job" and e["status"] in ("stall", "slowdown") for e in jobs)
     rollup_keys = [(r["org_id"], r["cluster"], r["job"], r["minute"]) for r in history.rollups]
     assert len(set(rollup_keys)) == len(rollup_keys)
 
@@ -192,8 +194,12 @@ async def test_stored_history_reads_back_through_storage(db: Database, history: 
         records = await tracking.records_between(session, org_ids=ids, since=SINCE, until=UNTIL)
         still_open = await tracking.open_incidents(session, org_ids=ids, at=UNTIL)
         means = await tracking.hourly_job_means(session, org_ids=ids, since=SINCE, until=UNTIL)
-        failures = await tracking.failures_overlapping(session, org_ids=ids, since=SINCE, until=UNTIL, throughput=False)
-        stalls = await tracking.failures_overlapping(session, org_ids=ids, since=SINCE, until=UNTIL, throughput=True)
+        failures = await tracking.episodes_overlapping(
+            session, org_ids=ids, kinds=in_bucket(Bucket.FAILURE), since=SINCE, until=UNTIL
+        )
+        stalls = await tracking.episodes_overlapping(
+            session, org_ids=ids, kinds=in_bucket(Bucket.STALL), since=SINCE, until=UNTIL
+        )
         operations = await tracking.operations_finished(session, org_ids=ids, since=SINCE, until=UNTIL)
         requirements = await tracking.requirements(session, org_ids=ids)
         held = await tracking.held_now(session, org_id="kumo-labs")

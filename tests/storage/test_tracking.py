@@ -13,6 +13,8 @@ from sqlalchemy import text
 from sqlmodel import func, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from bot.alerts.kind import Bucket
+from bot.alerts.kinds import in_bucket
 from storage import crud, tracking
 from storage.db import Database
 from storage.models import (
@@ -35,6 +37,8 @@ K2 = ("hyperpod", "kumo-p5", "ml.c5.xlarge")
 K3 = ("eks", "kumo-eks", "p5.48xlarge")
 K4 = ("hyperpod", "kumo-p5b", "ml.p5.48xlarge")  # another cluster of K1's type
 K5 = ("eks", "kumo-eks", "p4d.24xlarge")
+
+FAILURES, STALLS = in_bucket(Bucket.FAILURE), in_bucket(Bucket.STALL)  # the digest's two buckets
 
 
 # ------------------------------------------------------------------------------------------------ helpers
@@ -437,7 +441,7 @@ async def test_state_changes_give_the_state_at_the_start_then_the_changes_oldest
 # ------------------------------------------------------------------------------------ episodes, operations
 
 
-async def test_failures_overlapping_splits_node_and_throughput_episodes(db: Database) -> None:
+async def test_episodes_overlapping_splits_the_digest_buckets(db: Database) -> None:
     rows = [
         episode("i-closed-inside", T0 - timedelta(days=1), T0 + timedelta(days=1)),
         episode("i-still-open", T0 + timedelta(days=2)),
@@ -454,9 +458,9 @@ async def test_failures_overlapping_splits_node_and_throughput_episodes(db: Data
         session.add_all(rows)
         await session.commit()
     async with db.session() as session:
-        nodes = await tracking.failures_overlapping(session, org_ids=[ORG], since=T0, until=T1, throughput=False)
-        jobs = await tracking.failures_overlapping(session, org_ids=[ORG], since=T0, until=T1, throughput=True)
-        both = await tracking.failures_overlapping(session, org_ids=[ORG, OTHER], since=T0, until=T1, throughput=False)
+        nodes = await tracking.episodes_overlapping(session, org_ids=[ORG], kinds=FAILURES, since=T0, until=T1)
+        jobs = await tracking.episodes_overlapping(session, org_ids=[ORG], kinds=STALLS, since=T0, until=T1)
+        both = await tracking.episodes_overlapping(session, org_ids=[ORG, OTHER], kinds=FAILURES, since=T0, until=T1)
     assert [e.node_key for e in nodes] == ["cluster", "i-closed-inside", "i-still-open"]
     assert nodes[1].closed_at == T0 + timedelta(days=1) and nodes[2].closed_at is None
     assert [e.node_key for e in jobs] == ["run-3", "run-1"]
