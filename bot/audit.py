@@ -72,7 +72,7 @@ class AuditLog:
 
     @contextmanager
     def watch(self) -> Iterator[Callable[[], bool]]:
-        """Within the block, tells whether anything was recorded (handlers.audited: a click that recorded
+        """Within the block, tells whether anything was recorded (handlers.errors.guarded: a click that recorded
         nothing gets an entry of its own, so every click reaches the log)."""
         flag = [False]
         token = _RECORDED.set(flag)

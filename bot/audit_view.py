@@ -38,7 +38,7 @@ def _change(kind: str, *extra: Match) -> tuple[Match, ...]:
     return (("/cluster", kind), (CONFIRM, kind), (CANCEL, kind), (kind, None), *extra)
 
 
-CLICK, FORM = "click", "form"  # entries handlers/audited.py writes for clicks that decided nothing
+CLICK, FORM = "click", "form"  # entries handlers/errors.py writes for clicks that decided nothing
 LEGACY_CONFIRM, LEGACY_CANCEL = "launch_confirm", "launch_cancel"
 SILENCES = tuple(f"{SILENCE}_{hours}" for hours in (1, 4, 24))  # the Silence buttons' action ids
 BUTTONS = {

@@ -48,11 +48,12 @@ AWS_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # services, operation
 
 
 def known_subcommands() -> dict[str, frozenset[str]]:
-    """The subcommands of each slash command, from the parsers' own usage tables."""
-    from bot.commands import USAGE
-    from bot.digest.commands import DIGEST_USAGE, TRACK_USAGE
+    """The subcommands of each slash command, from the commands' own tables (bot.subcommands)."""
+    from bot.commands import CLUSTER
+    from bot.digest.parse import DIGEST
+    from bot.tracking.parse import TRACK
 
-    return {"/cluster": frozenset(USAGE), "/track": frozenset(TRACK_USAGE), "/digest": frozenset(DIGEST_USAGE)}
+    return {table.command: frozenset(table.names) for table in (CLUSTER, TRACK, DIGEST)}
 
 
 def command_labels(known: Mapping[str, Collection[str]], command: str, text: str) -> tuple[str, str]:

@@ -28,7 +28,7 @@ from bot.clusters.requests import (
     from_json,
 )
 from bot.clusters.templates import TemplateSet
-from bot.commands import SUMMARY, USAGE, UsageError
+from bot.commands import UsageError
 from bot.slack import mrkdwn
 
 MAX_BLOCKS = 50
@@ -179,12 +179,6 @@ def refusal(reason: str) -> Reply:
 
 def problem(message: str) -> Reply:
     return Reply(text=message, blocks=[section(f":warning: {message}")])
-
-
-def help_reply(*, commands: Sequence[str], role_line: str) -> Reply:
-    lines = [f"`{USAGE[name]}`\n{SUMMARY[name]}" for name in commands]
-    text = "Pitcrew commands you may run:\n" + "\n".join(USAGE[name] for name in commands)
-    return Reply(text=text, blocks=[header("Pitcrew: /cluster"), *sections(lines), context(role_line)])
 
 
 def cluster_list(

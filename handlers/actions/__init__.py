@@ -10,22 +10,22 @@ from bot.slack.blocks import CANCEL_ACTION, CONFIRM_ACTION, DELETE_OPEN_ACTION
 from handlers.actions.alerts import acknowledge_callback, node_action_callback, silence_callback, unsilence_callback
 from handlers.actions.operations import cancel_callback, confirm_callback, open_delete_callback
 from handlers.actions.track import open_track_modal_callback
-from handlers.audited import audited
+from handlers.errors import guarded
 
 # Plans posted before scale/replace/delete existed carry these ids; they mean the same.
 LEGACY_CONFIRM, LEGACY_CANCEL = "launch_confirm", "launch_cancel"
 
 
 def register(app: AsyncApp) -> None:
-    # Every click reaches the audit log: `audited` records those a listener answered without an entry.
+    # Every click reaches the audit log: `guarded` records those a listener answered without an entry.
     for action_id in (CONFIRM_ACTION, LEGACY_CONFIRM):
-        app.action(action_id)(audited(confirm_callback))
+        app.action(action_id)(guarded(confirm_callback))
     for action_id in (CANCEL_ACTION, LEGACY_CANCEL):
-        app.action(action_id)(audited(cancel_callback))
-    app.action(DELETE_OPEN_ACTION)(audited(open_delete_callback))
-    app.action(TRACK_ADD_ACTION)(audited(open_track_modal_callback))
-    app.action(ACK_ACTION)(audited(acknowledge_callback))
-    app.action(REPLACE_ACTION)(audited(node_action_callback))
-    app.action(REBOOT_ACTION)(audited(node_action_callback))
-    app.action(re.compile(r"^alert_silence_\d{1,2}$"))(audited(silence_callback))
-    app.action(UNSILENCE_ACTION)(audited(unsilence_callback))
+        app.action(action_id)(guarded(cancel_callback))
+    app.action(DELETE_OPEN_ACTION)(guarded(open_delete_callback))
+    app.action(TRACK_ADD_ACTION)(guarded(open_track_modal_callback))
+    app.action(ACK_ACTION)(guarded(acknowledge_callback))
+    app.action(REPLACE_ACTION)(guarded(node_action_callback))
+    app.action(REBOOT_ACTION)(guarded(node_action_callback))
+    app.action(re.compile(r"^alert_silence_\d{1,2}$"))(guarded(silence_callback))
+    app.action(UNSILENCE_ACTION)(guarded(unsilence_callback))

@@ -1,25 +1,20 @@
-"""`/cluster ...`: parse -> authorize -> ask the fleet or plan the change -> render. Nothing else."""
+"""`/cluster ...`: each subcommand's run (parse and help: bot.commands' table): authorize -> ask the fleet or
+plan the change (bot.clusters.changes) -> render. Nothing else."""
 
 from __future__ import annotations
 
 import logging
 from datetime import timedelta
-from logging import Logger
-from typing import Any
 
-from slack_bolt.context.ack.async_ack import AsyncAck
-
-from bot.access import NOT_A_MEMBER, Action
+from bot.access import Action
 from bot.clusters.changes import ClusterBusy, FleetStopOffered, NotPlanned, Shown
 from bot.clusters.model import Cluster
 from bot.commands import (
-    NEEDS,
-    USAGE,
+    CLUSTER,
     ClusterNodes,
     ClusterRef,
     ClusterStatus,
     DeleteCluster,
-    Help,
     LaunchCluster,
     ListClusters,
     ListTemplates,
@@ -28,72 +23,16 @@ from bot.commands import (
     ShowAudit,
     ShowThroughput,
     UsageError,
-    parse_cluster_command,
 )
 from bot.names import did_you_mean, listing, unknown_org
 from bot.services import Services
 from bot.slack import blocks
-from handlers.commands.reply import Answer, answer_command, org_refusal
+from handlers.commands.reply import Answer, Call, SlashCommand, org_refusal
 from storage.models import Outcome
 
 
-async def cluster_command_callback(
-    ack: AsyncAck, command: dict[str, Any], context: dict[str, Any], logger: Logger
-) -> None:
-    async def answer(
-        services: Services, user_id: str, channel_id: str, text: str, _: dict[str, Any]
-    ) -> tuple[Answer, tuple[()]]:
-        return await answer_cluster_command(services, user_id=user_id, channel_id=channel_id, text=text), ()
-
-    await answer_command(ack, command, context, logger, answer=answer)
-
-
-async def answer_cluster_command(services: Services, *, user_id: str, channel_id: str, text: str) -> Answer:
-    access = services.access
-    if not access.is_known(user_id):
-        return Answer(blocks.refusal(NOT_A_MEMBER), Outcome.REFUSED, detail="not a member")
-    try:
-        parsed = parse_cluster_command(text)
-    except UsageError as error:
-        return Answer(blocks.usage_error(error), Outcome.INVALID, detail=error.message)
-    if isinstance(parsed, Help):
-        return _help(services, user_id)
-    if isinstance(parsed, ListClusters):
-        return await _list(services, parsed, user_id=user_id, channel_id=channel_id)
-    if isinstance(parsed, ListTemplates):
-        return Answer(blocks.templates_reply(services.templates, public=parsed.public))
-    if isinstance(parsed, ShowAudit):
-        return await _audit(services, parsed, user_id=user_id, channel_id=channel_id)
-    if isinstance(parsed, LaunchCluster):
-        return await _launch_plan(services, parsed, user_id=user_id, channel_id=channel_id)
-    if isinstance(parsed, ScaleGroup):
-        return await _scale_plan(services, parsed, user_id=user_id, channel_id=channel_id)
-    if isinstance(parsed, NodeAction):
-        return await _node_plan(services, parsed, user_id=user_id, channel_id=channel_id)
-    if isinstance(parsed, DeleteCluster):
-        return await _delete_plan(services, parsed, user_id=user_id, channel_id=channel_id)
-    if isinstance(parsed, ShowThroughput):
-        return await _throughput(services, parsed, user_id=user_id, channel_id=channel_id)
-    return await _one_cluster(services, parsed, user_id=user_id)
-
-
-def _help(services: Services, user_id: str) -> Answer:
-    access = services.access
-    visible = access.visible_orgs(user_id)
-    allowed = [
-        name
-        for name, needs in NEEDS.items()
-        if needs is None or any(access.may(user_id=user_id, action=needs, org_id=org) for org in visible)
-    ]
-    if access.is_admin(user_id):
-        role_line = "You are a program admin: every org is yours to see."
-    else:
-        roles = [f"{access.role(user_id=user_id, org_id=org)} of `{org}`" for org in visible]
-        role_line = "You are " + ", ".join(roles) + "."
-    return Answer(blocks.help_reply(commands=allowed, role_line=role_line))
-
-
-async def _list(services: Services, parsed: ListClusters, *, user_id: str, channel_id: str) -> Answer:
+async def _list(call: Call, parsed: ListClusters) -> Answer:
+    services, user_id, channel_id = call.services, call.user_id, call.channel_id
     access = services.access
     if parsed.target is None:
         org_ids = access.default_orgs(user_id=user_id, channel_id=channel_id)
@@ -144,7 +83,8 @@ async def _not_found(
     return Answer(reply, outcome, detail="not found")
 
 
-async def _one_cluster(services: Services, parsed: ClusterStatus | ClusterNodes, *, user_id: str) -> Answer:
+async def _one_cluster(call: Call, parsed: ClusterStatus | ClusterNodes) -> Answer:
+    services, user_id = call.services, call.user_id
     found = await _find_cluster(services, parsed.cluster, user_id=user_id)
     if isinstance(found, Answer):
         return found
@@ -157,10 +97,11 @@ async def _one_cluster(services: Services, parsed: ClusterStatus | ClusterNodes,
     return Answer(reply, org_id=cluster.org)
 
 
-async def _launch_plan(services: Services, parsed: LaunchCluster, *, user_id: str, channel_id: str) -> Answer:
+async def _launch_plan(call: Call, parsed: LaunchCluster) -> Answer:
+    services, user_id, channel_id = call.services, call.user_id, call.channel_id
     org_id = parsed.org or services.access.default_org(user_id=user_id, channel_id=channel_id)
     if org_id is None:
-        error = UsageError("Say which org the cluster is for with `--org ORG`.", USAGE["launch"])
+        error = UsageError("Say which org the cluster is for with `--org ORG`.", call.spec.usage)
         return Answer(blocks.usage_error(error), Outcome.INVALID, detail=error.message)
     refusal = org_refusal(services, user_id=user_id, action=Action.OPERATE, org_id=org_id)
     if refusal:
@@ -177,7 +118,7 @@ async def _launch_plan(services: Services, parsed: LaunchCluster, *, user_id: st
             channel_id=channel_id,
         )
     except NotPlanned as not_planned:
-        return _not_planned(not_planned, USAGE["launch"])
+        return _not_planned(not_planned, call.spec.usage)
     key = planned.plan.template.key
     if planned.operation_id is None:
         return Answer(blocks.launch_plan(planned.plan), org_id=org_id, detail=f"dry run of {key}")
@@ -185,13 +126,14 @@ async def _launch_plan(services: Services, parsed: LaunchCluster, *, user_id: st
     return Answer(reply, org_id=org_id, detail=f"launch of {key} proposed as {planned.operation_id}")
 
 
-async def _audit(services: Services, parsed: ShowAudit, *, user_id: str, channel_id: str) -> Answer:
+async def _audit(call: Call, parsed: ShowAudit) -> Answer:
+    services, user_id, channel_id = call.services, call.user_id, call.channel_id
     access = services.access
     org_id = parsed.org
     if org_id is None and not access.is_admin(user_id):  # an admin naming no org sees every org
         org_id = access.default_org(user_id=user_id, channel_id=channel_id)
         if org_id is None:
-            error = UsageError("Say which org's audit log to show.", USAGE["audit"])
+            error = UsageError("Say which org's audit log to show.", call.spec.usage)
             return Answer(blocks.usage_error(error), Outcome.INVALID, detail=error.message)
     if org_id is not None:
         # An org that does not exist says so, with the orgs there are, rather than "nothing recorded".
@@ -249,8 +191,8 @@ async def _cluster_to_change(services: Services, ref: ClusterRef, *, user_id: st
     return cluster
 
 
-async def _scale_plan(services: Services, parsed: ScaleGroup, *, user_id: str, channel_id: str) -> Answer:
-    usage = USAGE["scale"]
+async def _scale_plan(call: Call, parsed: ScaleGroup) -> Answer:
+    services, user_id, channel_id, usage = call.services, call.user_id, call.channel_id, call.spec.usage
     found = await _cluster_to_change(services, parsed.cluster, user_id=user_id, usage=usage)
     if isinstance(found, Answer):
         return found
@@ -278,8 +220,8 @@ async def _scale_plan(services: Services, parsed: ScaleGroup, *, user_id: str, c
     return Answer(reply, org_id=cluster.org, detail=f"proposed as {planned.operation_id}")
 
 
-async def _node_plan(services: Services, parsed: NodeAction, *, user_id: str, channel_id: str) -> Answer:
-    usage = USAGE[parsed.verb]
+async def _node_plan(call: Call, parsed: NodeAction) -> Answer:
+    services, user_id, channel_id, usage = call.services, call.user_id, call.channel_id, call.spec.usage
     found = await _cluster_to_change(services, parsed.cluster, user_id=user_id, usage=usage)
     if isinstance(found, Answer):
         return found
@@ -301,8 +243,9 @@ async def _node_plan(services: Services, parsed: NodeAction, *, user_id: str, ch
     return Answer(reply, org_id=found.org, detail=detail)
 
 
-async def _delete_plan(services: Services, parsed: DeleteCluster, *, user_id: str, channel_id: str) -> Answer:
-    found = await _cluster_to_change(services, parsed.cluster, user_id=user_id, usage=USAGE["delete"])
+async def _delete_plan(call: Call, parsed: DeleteCluster) -> Answer:
+    services, user_id, channel_id = call.services, call.user_id, call.channel_id
+    found = await _cluster_to_change(services, parsed.cluster, user_id=user_id, usage=call.spec.usage)
     if isinstance(found, Answer):
         return found
     planned = await services.changes.delete(found, user_id=user_id, channel_id=channel_id)
@@ -310,7 +253,8 @@ async def _delete_plan(services: Services, parsed: DeleteCluster, *, user_id: st
     return Answer(reply, org_id=found.org, detail=f"proposed as {planned.operation_id}")
 
 
-async def _throughput(services: Services, parsed: ShowThroughput, *, user_id: str, channel_id: str) -> Answer:
+async def _throughput(call: Call, parsed: ShowThroughput) -> Answer:
+    services, user_id, channel_id = call.services, call.user_id, call.channel_id
     ref = parsed.cluster
     visible = services.access.visible_orgs(user_id)
     if ref.org is not None and ref.org not in visible:
@@ -340,3 +284,27 @@ async def _send_chart(services: Services, org_id: str, cluster: str, *, hours: i
         await services.poster.upload(channel=channel, filename=f"{cluster}-throughput.png", content=png, title=title)
     except Exception:  # the reply went already; the missing chart is logged
         logging.getLogger(__name__).exception("sending the throughput chart of %s/%s failed", org_id, cluster)
+
+
+async def _templates(call: Call, parsed: ListTemplates) -> Answer:
+    return Answer(blocks.templates_reply(call.services.templates, public=parsed.public))
+
+
+CLUSTER_COMMAND = SlashCommand(
+    commands=CLUSTER,
+    title="Pitcrew commands",
+    runs={
+        "list": _list,
+        "status": _one_cluster,
+        "nodes": _one_cluster,
+        "templates": _templates,
+        "launch": _launch_plan,
+        "scale": _scale_plan,
+        "replace": _node_plan,
+        "reboot": _node_plan,
+        "delete": _delete_plan,
+        "throughput": _throughput,
+        "audit": _audit,
+    },
+)
+cluster_command_callback = CLUSTER_COMMAND.listener

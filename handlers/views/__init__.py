@@ -4,12 +4,12 @@ from slack_bolt.async_app import AsyncApp
 
 from bot.digest.render import TRACK_VIEW
 from bot.slack.blocks import DELETE_VIEW
-from handlers.audited import audited
+from handlers.errors import guarded
 from handlers.views.delete import delete_submission_callback
 from handlers.views.track import track_submission_callback
 
 
 def register(app: AsyncApp) -> None:
-    # Every submission reaches the audit log: `audited` records those a listener answered without an entry.
-    app.view(DELETE_VIEW)(audited(delete_submission_callback))
-    app.view(TRACK_VIEW)(audited(track_submission_callback))
+    # Every submission reaches the audit log: `guarded` records those a listener answered without an entry.
+    app.view(DELETE_VIEW)(guarded(delete_submission_callback))
+    app.view(TRACK_VIEW)(guarded(track_submission_callback))
