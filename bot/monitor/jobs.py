@@ -211,7 +211,10 @@ class ThroughputMonitor:
         if baseline is not None:
             parts.append(f"baseline {baseline:,.0f} {unit}")
         if detector.threshold is not None:
-            parts.append(f"slowdown threshold {detector.threshold:,.0f}")
+            lasting = detector.allowance_level
+            # Two rules: far below at once (the threshold), or a little below for long (the CUSUM's level).
+            also = f", or below {lasting:,.0f} for long" if lasting is not None else ""
+            parts.append(f"slowdown threshold {detector.threshold:,.0f}{also}")
         return ", ".join(parts) + "." if parts else ""
 
     async def _likely_cause(self, org_id: str, cluster: str, since: datetime, now: datetime) -> str:
