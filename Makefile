@@ -4,6 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum | cut -d' ' -f1)
 PYTEST_ARGS ?=
+# Test processes (pytest-xdist); 0 runs the suite in this process, one test at a time.
+PYTEST_WORKERS ?= 2
 # The sandbox's port; 3000 is Grafana's default too, so `make run PORT=3001` takes another.
 PORT ?= 3000
 
@@ -25,7 +27,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 test: lint
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(BIN)/python bench/ack_latency.py
