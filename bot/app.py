@@ -106,9 +106,8 @@ def build_services(
     digest = WeeklyDigest(db=db, poster=poster, program=program, holder=holder)
     monitor = NodeMonitor(desk=desk, fleet=fleet, ledger=ledger, metrics=metrics)
     throughput = ThroughputMonitor(desk=desk, keep_raw=timedelta(days=settings.pitcrew_throughput_raw_days))
-    scheduler, lease = None, None
-    if settings.pitcrew_monitor or settings.pitcrew_digest:
-        lease = LeaderLease(db=db, name="monitor", holder=holder)
+    scheduler, lease, monitors = None, None, None
+    if settings.pitcrew_monitor:
         queue_url = program.monitor.event_queue_url
         queue = (
             EventQueue(sqs=accounts.home_client("sqs", _queue_region(queue_url, program)), queue_url=queue_url)
@@ -121,15 +120,20 @@ def build_services(
             cloudwatch=CloudWatchPull(db=db, accounts=accounts, program=program),
             queue=queue,
         )
+    if settings.pitcrew_monitor or settings.pitcrew_digest:
+        # A replica without the monitors leads only among the digest-only ones ("digest"), so it never holds
+        # the monitors' lease while they run nowhere; the digest itself is claimed once per week in storage,
+        # so two leaders of different leases cannot post it twice.
+        lease = LeaderLease(db=db, name="monitor" if monitors else "digest", holder=holder)
         scheduler = LeaderScheduler(
-            monitors=monitors if settings.pitcrew_monitor else None,
+            monitors=monitors,
             lease=lease,
             sweep_seconds=program.monitor.node_sweep_seconds,
             throughput_seconds=settings.pitcrew_throughput_check_seconds,
             tz=ZoneInfo(program.timezone),
             digest=digest if settings.pitcrew_digest else None,
         )
-    metrics.watch(audit=audit, lease=lease)
+    metrics.watch(audit=audit, lease=lease if monitors else None)  # the gauge is the monitors' lease
     return Services(
         settings=settings,
         program=program,

@@ -53,10 +53,11 @@ class Settings(BaseSettings):
     pitcrew_org_timeout: float = Field(default=20.0, gt=0)
     # How long an org's cluster listing is reused (0: ask AWS every time).
     pitcrew_cache_seconds: float = Field(default=10.0, ge=0)
-    # The node monitor (sweeps and the EventBridge queue) on the leader replica; off for a replica that
-    # should only answer commands, and in tests that drive the monitor themselves.
+    # The monitors (node sweeps, the EventBridge queue, the CloudWatch pull, throughput checks) on the leader
+    # replica; off for a replica that should only answer commands, and in tests that drive them themselves.
     pitcrew_monitor: bool = True
-    # The weekly digest and its catch-up, on the leader replica; independent of PITCREW_MONITOR.
+    # The weekly digest and its catch-up, on the leader replica; independent of PITCREW_MONITOR (a replica
+    # without the monitors takes a lease of its own for it, so it never keeps the monitors from leading).
     pitcrew_digest: bool = True
     # How often active training jobs are run through their detectors (on the leader).
     pitcrew_throughput_check_seconds: float = Field(default=60.0, ge=1, le=3600)

@@ -67,6 +67,11 @@ class LeaderScheduler:
         self._queue_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="events")
         self.scheduler = AsyncIOScheduler(timezone=tz)
 
+    @property
+    def lease(self) -> LeaderLease:
+        """The lease its jobs run under: "monitor" where the monitors run, else "digest"."""
+        return self._lease
+
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._lease_task = loop.create_task(self._lease.run(self._stop))
