@@ -89,7 +89,7 @@ class AlreadyDecided:
 class StartFailed:
     noun: str
     cluster_name: str
-    reason: str  # AWS's refusal, said as bot.clusters.fleet.describe_error says it
+    reason: str  # AWS's refusal (as describe_error says it), or why the stored request could not be sent
     replaces = True
 
 
@@ -257,6 +257,10 @@ class Operations:
         await self._set(operation.id, message_ts=ts, channel_id=operation.channel_id)
         try:
             detail = await self._start(operation)
+        except requests.BadRequest as bad:  # AWS was not asked: say so, not "AWS refused"
+            reason = f"its stored request cannot be read: {bad}"
+            await self._finish(operation, OperationStatus.FAILED, reason)
+            return StartFailed(noun=noun, cluster_name=operation.cluster_name, reason=reason)
         except Exception as error:
             reason = describe_error(error) if not isinstance(error, NothingStarted) else str(error)
             rid = request_id(error)

@@ -28,11 +28,11 @@ from bot.clusters.fleet import Fleet
 from bot.clusters.model import Backend, Cluster
 from bot.clusters.requests import Kind
 from bot.clusters.templates import load_templates
-from bot.operations import Operations
+from bot.operations import Operations, StartFailed
 from bot.slack.poster import Poster
 from storage import crud
 from storage.db import Database
-from storage.models import OperationStatus, Outcome
+from storage.models import Operation, OperationStatus, Outcome
 from tests.clusters.test_fleet import without_pcluster_api
 from tests.conftest import SeededAws
 
@@ -220,3 +220,26 @@ async def test_a_launch_is_refused_by_the_same_capability_and_planned_where_the_
     stored = await rig.operations.get(planned.operation_id)
     assert stored is not None and stored.kind == Kind.LAUNCH.value
     assert stored.request == planned.plan.request and stored.request["ClusterName"] == "kumo-hp-new"
+
+
+async def test_a_stored_request_that_cannot_be_read_fails_at_confirm_without_asking_aws(rig: Rig, db: Database) -> None:
+    """Review finding: a plan whose stored request no longer reads was answered "AWS refused: …" though AWS
+    was never asked. It fails as unreadable, and the cluster is as it was."""
+    cluster = await rig.cluster(TRAIN, Backend.HYPERPOD)
+    planned = await rig.changes.scale(
+        cluster, group=WORKERS, count=33, dry_run=False, user_id=ALICE, channel_id=CHANNEL
+    )
+    assert isinstance(planned, ScalePlanned) and planned.operation_id is not None
+    async with db.session() as session:
+        row = await session.get(Operation, planned.operation_id)
+        assert row is not None
+        row.request = {"count": 33}  # no group: a row a later version or a hand edit left unreadable
+        session.add(row)
+        await session.commit()
+    decision = await rig.operations.confirm(planned.operation_id, user_id=ALICE)
+    assert isinstance(decision, StartFailed)
+    assert decision.reason.startswith("its stored request cannot be read: ") and "AWS" not in decision.reason
+    stored = await rig.operations.get(planned.operation_id)
+    assert stored is not None and stored.status == OperationStatus.FAILED.value
+    after = await rig.cluster(TRAIN, Backend.HYPERPOD)
+    assert [(g.name, g.target) for g in after.groups] == [(g.name, g.target) for g in cluster.groups]
