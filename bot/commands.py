@@ -439,7 +439,7 @@ CLUSTER = CommandSet(
         ),
     ),
 )
-# The table by column, for the readers that want one (bot.slack.blocks' help, bot.metrics' labels).
+# The table by column (the tests read it so; help, dispatch and metrics read the table itself).
 USAGE, SUMMARY, NEEDS = tables(CLUSTER)
 
 

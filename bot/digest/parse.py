@@ -113,7 +113,7 @@ DIGEST = CommandSet(
         ),
     ),
 )
-# The table by column, for the readers that want one (bot.metrics' labels).
+# The table by column (the tests read it so; help, dispatch and metrics read the table itself).
 DIGEST_USAGE, DIGEST_SUMMARY, DIGEST_NEEDS = tables(DIGEST)
 
 

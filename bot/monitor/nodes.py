@@ -237,7 +237,7 @@ class NodeMonitor:
         for closing in verdict.closed:
             row = by_id[closing.episode_id]
             lost = row.node_hours_lost + (
-                hours_lost(row.failing_since or row.opened_at, now) if row.kind == "node" else 0
+                hours_lost(row.failing_since or row.opened_at, now) if row.kind == EpisodeKind.NODE.value else 0
             )
             values = {"state": "closed", "closed_at": now, "updated_at": now, "node_hours_lost": lost}
             if not await self._desk.close(row, values):
@@ -276,7 +276,7 @@ class NodeMonitor:
         for row in rows:
             if (
                 row.state != "open"
-                or row.kind != "node"
+                or row.kind != EpisodeKind.NODE.value
                 or row.group_name not in groups
                 or (row.id or 0) in told
                 or row.silenced

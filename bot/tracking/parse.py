@@ -316,7 +316,7 @@ TRACK = CommandSet(
         ),
     ),
 )
-# The table by column, for the readers that want one (bot.metrics' labels).
+# The table by column (the tests read it so; help, dispatch and metrics read the table itself).
 TRACK_USAGE, TRACK_SUMMARY, TRACK_NEEDS = tables(TRACK)
 
 
