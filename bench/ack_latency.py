@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from bot.config import load_program  # noqa: E402
 from sandbox.asgi_server import serve_asgi  # noqa: E402
-from sandbox.slack_workspace import LocalSlack, signed_headers  # noqa: E402
+from sandbox.slack import LocalSlack, signed_headers  # noqa: E402
 from sandbox.world import BOT_TOKEN, SANDBOX_AWS_ENV, SIGNING_SECRET, workspace_people  # noqa: E402
 
 ADMIN, CHANNEL = "U0ADMIN01", "C0PROGRAM"

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bot.config import MonitorConfig, ProgramConfig, load_program
 from sandbox.moto_support import set_hyperpod_node_status, start_moto_server
 from sandbox.seed import seed_program
-from sandbox.slack_workspace import Message
+from sandbox.slack import Message
 from sandbox.world import EXAMPLE_PROGRAM, aws_environment, run_sandbox
 
 ACCOUNT, REGION, CLUSTER, KUMO = "111111111111", "us-east-1", "kumo-p5-train", "C0KUMOLAB"

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bot.config import load_program
 from sandbox.moto_support import start_moto_server
 from sandbox.seed import seed_program
-from sandbox.slack_workspace import Message
+from sandbox.slack import Message
 from sandbox.world import EXAMPLE_PROGRAM, Sandbox, aws_environment, run_sandbox
 
 ALICE, KUMO = "U0ALICE01", "C0KUMOLAB"

@@ -15,7 +15,7 @@ import uvicorn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot.config import load_program
-from sandbox.slack_workspace import LocalSlack
+from sandbox.slack import LocalSlack
 from sandbox.world import BOT_TOKEN, SIGNING_SECRET, workspace_people
 
 

@@ -25,7 +25,7 @@ from bot.slack.poster import POST_INTERVAL
 from sandbox.asgi_server import serve_asgi
 from sandbox.faults import Controls, faults_app
 from sandbox.pcluster_api import ParallelClusterApi
-from sandbox.slack_workspace import LocalSlack
+from sandbox.slack import LocalSlack
 
 EXAMPLE_PROGRAM = example_program()
 SIGNING_SECRET = "sandbox-signing-secret"

@@ -49,7 +49,7 @@ from bot.slack.blocks import (
     DELETE_VIEW,
 )
 from bot.tracking.parse import TRACK_USAGE
-from sandbox.slack_workspace import Message, signed_headers
+from sandbox.slack import Message, signed_headers
 from sandbox.world import SIGNING_SECRET, Sandbox
 from storage.models import AuditEntry
 from tests.conftest import SeededAws

@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 import pytest
 
 from bot.inbound import Refused, SlackRequest, read_slack_request
-from sandbox.slack_workspace import signed_headers
+from sandbox.slack import signed_headers
 
 SECRET = "s3cret"
 

@@ -21,7 +21,7 @@ from bot.slack.alerts import PRESENTERS, SlackAlerts
 from bot.slack.blocks import Reply, section
 from bot.slack.poster import Poster
 from sandbox.asgi_server import serve_asgi
-from sandbox.slack_workspace import LocalSlack, Message
+from sandbox.slack import LocalSlack, Message
 from sandbox.world import EXAMPLE_PROGRAM
 from storage.db import Database
 from storage.models import Episode

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from handlers.commands.cluster import cluster_command_callback
 from handlers.commands.track import track_command_callback
-from sandbox.slack_workspace import Message
+from sandbox.slack import Message
 from sandbox.world import Sandbox
 from tests.handlers.conftest import LOGGER, Ack, context
 from tests.scenarios.conftest import ADMIN, COORDINATION, body

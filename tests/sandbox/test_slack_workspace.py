@@ -23,7 +23,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from sandbox.asgi_server import serve_asgi
-from sandbox.slack_workspace import ApiCall, LocalSlack
+from sandbox.slack import ApiCall, LocalSlack
 
 SECRET = "test-signing-secret"
 TOKEN = "xoxb-test-token"

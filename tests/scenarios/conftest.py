@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from sandbox.slack_workspace import Message
+from sandbox.slack import Message
 from sandbox.world import Sandbox, run_sandbox
 from tests.conftest import SeededAws, migrated_sqlite
 

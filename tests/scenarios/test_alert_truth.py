@@ -24,7 +24,7 @@ from sandbox.moto_support import (
     set_hyperpod_cluster_status,
     set_hyperpod_node_status,
 )
-from sandbox.slack_workspace import Message
+from sandbox.slack import Message
 from sandbox.world import Sandbox
 from storage import crud
 from tests.conftest import SeededAws

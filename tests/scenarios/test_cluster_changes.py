@@ -16,7 +16,7 @@ from bot.clusters.hyperpod import HyperPodBackend
 from bot.slack.blocks import DELETE_VIEW
 from bot.slack.operations import decision_reply
 from sandbox.moto_support import hyperpod_progress, reset_moto_server, set_hyperpod_node_status
-from sandbox.slack_workspace import Message
+from sandbox.slack import Message
 from sandbox.world import Sandbox
 from storage import crud
 from tests.conftest import SeededAws

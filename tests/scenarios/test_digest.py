@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo
 from bot.digest.facts import RecordKind
 from bot.digest.weekly import WeeklyDigest, digest_trigger
 from bot.digest.weeks import due_at, parse_week
-from sandbox.slack_workspace import Message
+from sandbox.slack import Message
 from sandbox.world import Sandbox
 from storage import tracking
 from storage.db import Database

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from sandbox.moto_support import advance_hyperpod, hyperpod_progress
-from sandbox.slack_workspace import Message
+from sandbox.slack import Message
 from sandbox.world import Sandbox
 from storage import crud
 from tests.conftest import SeededAws

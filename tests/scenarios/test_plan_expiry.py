@@ -12,7 +12,7 @@ import pytest
 
 from bot.config import Settings
 from sandbox.moto_support import hyperpod_progress, reset_moto_server
-from sandbox.slack_workspace import Message
+from sandbox.slack import Message
 from sandbox.world import Sandbox
 from storage import crud
 from storage.models import utcnow

@@ -243,7 +243,7 @@ async def _post(sandbox: Sandbox, content: str, headers: dict[str, str]) -> Any:
 
 @pytest.mark.parametrize("timestamp", ["soon", "", "\uff11\uff12\uff13", "\u00b2", "9" * 40, "1.5", "-5"])
 async def test_a_malformed_timestamp_gets_401(sandbox: Sandbox, timestamp: str) -> None:
-    from sandbox.slack_workspace import signed_headers
+    from sandbox.slack import signed_headers
 
     headers = signed_headers("command=%2Fcluster", secret=SIGNING_SECRET, timestamp=int(time.time()))
     headers["X-Slack-Request-Timestamp"] = timestamp
@@ -264,7 +264,7 @@ async def test_a_malformed_timestamp_gets_401(sandbox: Sandbox, timestamp: str) 
     ],
 )
 async def test_a_signed_body_that_is_no_slack_payload_gets_400(sandbox: Sandbox, content: str) -> None:
-    from sandbox.slack_workspace import signed_headers
+    from sandbox.slack import signed_headers
 
     headers = signed_headers(content, secret=SIGNING_SECRET, timestamp=int(time.time()))
     response = await _post(sandbox, content, headers)
@@ -337,7 +337,7 @@ async def test_a_payload_not_shaped_as_slack_sends_it_gets_400_at_once(
     import json
     from urllib.parse import urlencode
 
-    from sandbox.slack_workspace import signed_headers
+    from sandbox.slack import signed_headers
 
     before = seeded_aws.state()
     content = urlencode({"payload": json.dumps(payload)})
@@ -383,7 +383,7 @@ async def test_an_error_behind_a_listener_is_one_plain_message_below_500_and_aud
 async def test_a_button_of_an_older_version_is_answered_and_audited_and_an_event_gets_200(sandbox: Sandbox) -> None:
     import json
 
-    from sandbox.slack_workspace import signed_headers
+    from sandbox.slack import signed_headers
 
     home = await ask(sandbox, user="U0ALICE01", channel=KUMO_CHANNEL, text="", command="/track")
     home.blocks.append({"type": "actions", "elements": [{"type": "button", "action_id": "gone_button", "value": "1"}]})

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from bot.ingest.tokens import create_token
-from sandbox.slack_workspace import Message
+from sandbox.slack import Message
 from sandbox.world import Sandbox
 from tests.scenarios.conftest import COORDINATION, ask, body
 

@@ -15,7 +15,7 @@ from bot.slack import charts
 from bot.slack.blocks import Reply
 from bot.slack.poster import Poster
 from sandbox.asgi_server import serve_asgi
-from sandbox.slack_workspace import LocalSlack
+from sandbox.slack import LocalSlack
 
 SECRET = "test-signing-secret"
 TOKEN = "xoxb-test-token"
