@@ -147,6 +147,12 @@ def no_arguments(made: Callable[[], P], command: str) -> Callable[[Args], P]:
     return parse
 
 
+def help_subcommand(command: str, made: Callable[[], P]) -> Subcommand[P]:
+    """The `help` entry of a command's table: anyone known to the program may run it, and it takes nothing."""
+    usage = f"{command} help"
+    return Subcommand(name="help", usage=usage, summary="what you may run", needs=None, parse=no_arguments(made, usage))
+
+
 def tables(commands: CommandSet) -> tuple[dict[str, str], dict[str, str], dict[str, Action | None]]:
     """(usage, summary, needs) by subcommand name: the table as dicts, for readers that want only one column."""
     specs: Iterable[Subcommand[Any]] = commands.subcommands

@@ -8,7 +8,16 @@ from dataclasses import dataclass
 from datetime import date
 
 from bot.access import Action
-from bot.subcommands import Args, CommandSet, Subcommand, UsageError, no_arguments, org_word, quoted, tables
+from bot.subcommands import (
+    Args,
+    CommandSet,
+    Subcommand,
+    UsageError,
+    help_subcommand,
+    org_word,
+    quoted,
+    tables,
+)
 
 MAX_TEXT = 2000
 WEEK = re.compile(r"([0-9]{4})-W([0-9]{2})")  # ASCII only: `\d` would accept other scripts' digits
@@ -104,13 +113,7 @@ DIGEST = CommandSet(
             needs=Action.ADMINISTER,
             parse=_send,
         ),
-        Subcommand(
-            name="help",
-            usage="/digest help",
-            summary="what you may run",
-            needs=None,
-            parse=no_arguments(DigestHelp, "/digest help"),
-        ),
+        help_subcommand("/digest", DigestHelp),
     ),
 )
 # The table by column (the tests read it so; help, dispatch and metrics read the table itself).

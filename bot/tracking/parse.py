@@ -25,7 +25,7 @@ from bot.subcommands import (
     CommandSet,
     Subcommand,
     UsageError,
-    no_arguments,
+    help_subcommand,
     org_word,
     quoted,
     tables,
@@ -307,13 +307,7 @@ TRACK = CommandSet(
             needs=Action.VIEW,
             parse=_doc,
         ),
-        Subcommand(
-            name="help",
-            usage="/track help",
-            summary="what you may run",
-            needs=None,
-            parse=no_arguments(TrackHelp, "/track help"),
-        ),
+        help_subcommand("/track", TrackHelp),
     ),
 )
 # The table by column (the tests read it so; help, dispatch and metrics read the table itself).
