@@ -182,7 +182,8 @@ def guarded(listener: Listener) -> Listener:
         except Exception as error:
             if ack.response is None:
                 raise  # not acknowledged yet: Bolt's error handler answers with the ack (on_error)
-            await report_failure(error, body, context, kwargs["logger"])
+            # Bolt passes `logger` only to a listener that asks for it by name.
+            await report_failure(error, body, context, kwargs.get("logger", log))
             return
         if not answered:
             _record_no_decision(body, context)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
-from logging import Logger
 from typing import Any
 
 from slack_bolt.context.ack.async_ack import AsyncAck
@@ -19,7 +18,6 @@ from bot.clusters.model import Backend
 from bot.services import Services
 from bot.slack import blocks
 from bot.slack.alerts import nothing_changed
-from handlers.errors import report_failure
 from storage.models import Episode, Outcome, Silence
 
 UNKNOWN = "This alert is not known (any more)."
@@ -60,7 +58,6 @@ def _audit(
 async def _act(
     body: dict[str, Any],
     context: dict[str, Any],
-    logger: Logger,
     *,
     command: str,
     act: Callable[[Services, Episode], Awaitable[blocks.Reply | None]],
@@ -68,18 +65,14 @@ async def _act(
     """Authorize the click on its alert, act, and answer the clicker when there is something to say."""
     services: Services = context["services"]
     reply: blocks.Reply | None
-    try:
-        row, reply = await _episode_for(services, body, command=command)
-        if row is not None:
-            reply = await act(services, row)
-    except Exception as error:  # nothing here expected it: one boundary logs it, audits it failed, tells the clicker
-        await report_failure(error, body, context, logger)
-        return
+    row, reply = await _episode_for(services, body, command=command)
+    if row is not None:
+        reply = await act(services, row)
     if reply is not None:
         await services.poster.respond(body["response_url"], reply)
 
 
-async def acknowledge_callback(ack: AsyncAck, body: dict[str, Any], context: dict[str, Any], logger: Logger) -> None:
+async def acknowledge_callback(ack: AsyncAck, body: dict[str, Any], context: dict[str, Any]) -> None:
     await ack()
 
     async def acknowledge(services: Services, row: Episode) -> blocks.Reply | None:
@@ -88,10 +81,10 @@ async def acknowledge_callback(ack: AsyncAck, body: dict[str, Any], context: dic
         _audit(services, body, row, command="alert_ack", outcome=Outcome.DONE, detail=why_not or "acknowledged")
         return blocks.problem(why_not) if why_not else None  # done: the alert itself shows who
 
-    await _act(body, context, logger, command="alert_ack", act=acknowledge)
+    await _act(body, context, command="alert_ack", act=acknowledge)
 
 
-async def silence_callback(ack: AsyncAck, body: dict[str, Any], context: dict[str, Any], logger: Logger) -> None:
+async def silence_callback(ack: AsyncAck, body: dict[str, Any], context: dict[str, Any]) -> None:
     await ack()
     match = SILENCE_HOURS.fullmatch(str(body["actions"][0].get("action_id")))
     hours = int(match[1]) if match else 1
@@ -103,34 +96,30 @@ async def silence_callback(ack: AsyncAck, body: dict[str, Any], context: dict[st
         _audit(services, body, row, command="alert_silence", outcome=Outcome.DONE, detail=detail)
         return blocks.problem(why_not) if why_not else None  # done: the alert's thread says it
 
-    await _act(body, context, logger, command="alert_silence", act=silence)
+    await _act(body, context, command="alert_silence", act=silence)
 
 
-async def unsilence_callback(ack: AsyncAck, body: dict[str, Any], context: dict[str, Any], logger: Logger) -> None:
+async def unsilence_callback(ack: AsyncAck, body: dict[str, Any], context: dict[str, Any]) -> None:
     """End a silence early (its value is the silence's id): operators of its org and admins; a second press
     says it had already ended."""
     await ack()
     services: Services = context["services"]
     user_id = body["user"]["id"]
     reply: blocks.Reply | None
-    try:
-        value = str(body["actions"][0].get("value") or "")[:32]
-        silence = await services.alerts.get_silence(value)
-        if silence is None:
-            reply = blocks.problem("This silence is not known (any more).")
+    value = str(body["actions"][0].get("value") or "")[:32]
+    silence = await services.alerts.get_silence(value)
+    if silence is None:
+        reply = blocks.problem("This silence is not known (any more).")
+    else:
+        decision = services.access.decide(user_id=user_id, action=Action.OPERATE, org_id=silence.org_id)
+        if not decision.allowed:
+            _audit_silence(services, body, silence, outcome=Outcome.REFUSED, detail=decision.reason)
+            reply = blocks.refusal(decision.reason)
         else:
-            decision = services.access.decide(user_id=user_id, action=Action.OPERATE, org_id=silence.org_id)
-            if not decision.allowed:
-                _audit_silence(services, body, silence, outcome=Outcome.REFUSED, detail=decision.reason)
-                reply = blocks.refusal(decision.reason)
-            else:
-                outcome = await services.alerts.unsilence(silence, user_id=user_id)
-                why_not = nothing_changed(outcome, tz=services.tz) if outcome else None
-                _audit_silence(services, body, silence, outcome=Outcome.DONE, detail=why_not or "ended early")
-                reply = blocks.problem(why_not) if why_not else None  # done: the thread and the alert say it
-    except Exception as error:  # nothing here expected it: one boundary logs it, audits it failed, tells the clicker
-        await report_failure(error, body, context, logger)
-        return
+            outcome = await services.alerts.unsilence(silence, user_id=user_id)
+            why_not = nothing_changed(outcome, tz=services.tz) if outcome else None
+            _audit_silence(services, body, silence, outcome=Outcome.DONE, detail=why_not or "ended early")
+            reply = blocks.problem(why_not) if why_not else None  # done: the thread and the alert say it
     if reply is not None:
         await services.poster.respond(body["response_url"], reply)
 
@@ -150,7 +139,7 @@ def _audit_silence(
     )
 
 
-async def node_action_callback(ack: AsyncAck, body: dict[str, Any], context: dict[str, Any], logger: Logger) -> None:
+async def node_action_callback(ack: AsyncAck, body: dict[str, Any], context: dict[str, Any]) -> None:
     """Replace node / Reboot node: the same plan and Confirm as `/cluster replace|reboot`, posted in the channel."""
     await ack()
     verb = "replace" if body["actions"][0].get("action_id") == "alert_replace" else "reboot"
@@ -158,7 +147,7 @@ async def node_action_callback(ack: AsyncAck, body: dict[str, Any], context: dic
     async def plan(services: Services, row: Episode) -> blocks.Reply | None:
         return await _plan_node_action(services, body, row, verb)
 
-    await _act(body, context, logger, command=f"alert_{verb}", act=plan)
+    await _act(body, context, command=f"alert_{verb}", act=plan)
 
 
 async def _plan_node_action(services: Services, body: dict[str, Any], row: Episode, verb: str) -> blocks.Reply:

@@ -15,7 +15,6 @@ from bot.services import Services
 from bot.slack import blocks
 from bot.slack.blocks import DELETE_OPEN_ACTION
 from bot.slack.operations import decision_reply, expired_reply
-from handlers.errors import report_failure
 from storage.models import OperationStatus, Outcome
 
 
@@ -23,29 +22,25 @@ def _operation_id(body: dict[str, Any]) -> str:
     return str(body["actions"][0].get("value") or "")[:64]
 
 
-async def _decide(body: dict[str, Any], context: dict[str, Any], logger: Logger, *, confirm: bool) -> None:
+async def _decide(body: dict[str, Any], context: dict[str, Any], *, confirm: bool) -> None:
     services: Services = context["services"]
     user_id = body["user"]["id"]
     operation_id = _operation_id(body)
     operations = services.operations
-    try:
-        decide = operations.confirm if confirm else operations.cancel
-        decision = await decide(operation_id, user_id=user_id)
-    except Exception as error:  # nothing here expected it: one boundary logs it, audits it failed, tells the clicker
-        await report_failure(error, body, context, logger)
-        return
+    decide = operations.confirm if confirm else operations.cancel
+    decision = await decide(operation_id, user_id=user_id)
     # A decision replaces the plan (its buttons go away); a refusal goes to the clicker alone.
     await services.poster.respond(body["response_url"], decision_reply(decision), replace_original=decision.replaces)
 
 
-async def confirm_callback(ack: AsyncAck, body: dict[str, Any], context: dict[str, Any], logger: Logger) -> None:
+async def confirm_callback(ack: AsyncAck, body: dict[str, Any], context: dict[str, Any]) -> None:
     await ack()
-    await _decide(body, context, logger, confirm=True)
+    await _decide(body, context, confirm=True)
 
 
-async def cancel_callback(ack: AsyncAck, body: dict[str, Any], context: dict[str, Any], logger: Logger) -> None:
+async def cancel_callback(ack: AsyncAck, body: dict[str, Any], context: dict[str, Any]) -> None:
     await ack()
-    await _decide(body, context, logger, confirm=False)
+    await _decide(body, context, confirm=False)
 
 
 async def open_delete_callback(ack: AsyncAck, body: dict[str, Any], context: dict[str, Any], logger: Logger) -> None:
@@ -53,33 +48,29 @@ async def open_delete_callback(ack: AsyncAck, body: dict[str, Any], context: dic
     await ack()
     services: Services = context["services"]
     user_id, operation_id = body["user"]["id"], _operation_id(body)
-    try:
-        operation = await services.operations.get(operation_id)
-        if operation is None or operation.kind != "delete":
-            reply = blocks.problem("This plan is not known (any more); run the command again.")
-        elif refusal := services.operations.may_decide(operation, user_id):
-            services.operations.record(
-                operation, user_id=user_id, command=DELETE_OPEN_ACTION, outcome=Outcome.REFUSED, detail=refusal
-            )
-            reply = blocks.refusal(refusal)
-        elif operation.status != OperationStatus.PLANNED.value:
-            reply = blocks.problem(f"This delete is already {operation.status}; nothing more was done.")
-        elif expired := services.operations.expired(operation, user_id=user_id, command=DELETE_OPEN_ACTION):
-            await services.poster.respond(body["response_url"], expired_reply(expired), replace_original=True)
-            return
-        else:
-            # The modal's submission has no response URL of its own: carry the plan's, to replace the plan.
-            metadata = json.dumps({"operation_id": operation.id, "response_url": body["response_url"]})
-            try:
-                await services.poster.open_view(
-                    trigger_id=str(body.get("trigger_id") or ""),
-                    view=blocks.delete_modal(operation, private_metadata=metadata),
-                )
-                return
-            except Exception:  # an expired or missing trigger (Slack gives it 3 s): say so, not "internal error"
-                logger.warning("opening the delete modal of %s failed", operation_id, exc_info=True)
-                reply = blocks.problem("Slack did not open the form in time; press Delete… again.")
-    except Exception as error:  # nothing here expected it: one boundary logs it, audits it failed, tells the clicker
-        await report_failure(error, body, context, logger)
+    operation = await services.operations.get(operation_id)
+    if operation is None or operation.kind != "delete":
+        reply = blocks.problem("This plan is not known (any more); run the command again.")
+    elif refusal := services.operations.may_decide(operation, user_id):
+        services.operations.record(
+            operation, user_id=user_id, command=DELETE_OPEN_ACTION, outcome=Outcome.REFUSED, detail=refusal
+        )
+        reply = blocks.refusal(refusal)
+    elif operation.status != OperationStatus.PLANNED.value:
+        reply = blocks.problem(f"This delete is already {operation.status}; nothing more was done.")
+    elif expired := services.operations.expired(operation, user_id=user_id, command=DELETE_OPEN_ACTION):
+        await services.poster.respond(body["response_url"], expired_reply(expired), replace_original=True)
         return
+    else:
+        # The modal's submission has no response URL of its own: carry the plan's, to replace the plan.
+        metadata = json.dumps({"operation_id": operation.id, "response_url": body["response_url"]})
+        try:
+            await services.poster.open_view(
+                trigger_id=str(body.get("trigger_id") or ""),
+                view=blocks.delete_modal(operation, private_metadata=metadata),
+            )
+            return
+        except Exception:  # an expired or missing trigger (Slack gives it 3 s): say so, not "internal error"
+            logger.warning("opening the delete modal of %s failed", operation_id, exc_info=True)
+            reply = blocks.problem("Slack did not open the form in time; press Delete… again.")
     await services.poster.respond(body["response_url"], reply)

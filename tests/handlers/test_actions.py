@@ -19,7 +19,7 @@ LAUNCH = (
 async def test_cancel_acks_and_replaces_the_plan(sandbox: Sandbox, ack: Ack) -> None:
     planned = await ask(sandbox, user=ALICE, channel=KUMO, text=LAUNCH)
     click = sandbox.slack.click_payload(user_id=ALICE, message=planned, action_id="operation_cancel")
-    await cancel_callback(ack=ack, body=click, context=context(sandbox), logger=LOGGER)
+    await cancel_callback(ack=ack, body=click, context=context(sandbox))
     assert ack.calls == [{}]
     cancelled = await sandbox.slack.wait_for(lambda m: "cancelled" in m.text and "kumo-handler-test" in m.text)
     assert cancelled.ts == planned.ts, "the plan's message itself now says cancelled"
