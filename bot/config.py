@@ -147,6 +147,17 @@ class ThroughputSource(_Strict):
     dimensions: dict[str, str] = Field(default_factory=dict)
 
 
+class MetricsConfig(_Strict):
+    """Where an org's per-node GPU and EFA metrics are (its cluster's Prometheus), and how its labels are named.
+
+    `sigv4: true` for Amazon Managed Service for Prometheus: requests are signed with the org's role and region."""
+
+    prometheus_url: str = Field(pattern=r"^https?://\S+$")
+    sigv4: bool = False
+    node_label: str = Field(default="instance_id", pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+    cluster_label: str = Field(default="cluster", pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+
+
 class OrgAws(_Strict):
     account_id: str = Field(pattern=r"^\d{12}$")
     region: str = Field(pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")
@@ -170,6 +181,7 @@ class OrgConfig(_Strict):
     quota: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
     throughput: ThroughputSource | None = None
     stall: StallConfig | None = None
+    metrics: MetricsConfig | None = None
 
     @field_validator("quota")
     @classmethod

@@ -155,6 +155,7 @@ class EpisodeKind(StrEnum):
     NODE = "node"  # one node failed (and the nodes that replaced it, while they keep failing)
     CLUSTER = "cluster"  # a cluster-level failure, keyed "cluster"
     JOB = "job"  # a training job's throughput anomaly (stall or slowdown), keyed by the job's name
+    FAULTY_NODE = "faulty_node"  # a node diverging from its peers' metrics, keyed by its instance id
 
 
 class EpisodeState(StrEnum):
@@ -208,6 +209,9 @@ class Episode(SQLModel, table=True):
     group_target: int | None = None
     # The link to this episode's earlier message, when it reopened after closing and posted a new one.
     follows: str | None = Field(default=None, max_length=500)
+    # Per-node metrics' verdict (bot.node_metrics): the bottleneck, and the nodes to blame, most likely first.
+    cause: str = _text(16, default="")
+    suspects: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False, server_default="[]"))
 
 
 class Silence(SQLModel, table=True):
