@@ -299,6 +299,20 @@ async def test_the_alert_a_silence_was_set_from_is_found_by_its_message(db: Data
     assert found is not None and found.id == own.id and none is None
 
 
+async def _sql(database_url: str, *statements: str) -> list[tuple[object, ...]]:
+    """Run raw SQL on a database at an older revision (the ORM knows only the newest); the last one's rows."""
+    engine = create_async_engine(database_url)
+    try:
+        async with engine.begin() as connection:
+            rows: list[tuple[object, ...]] = []
+            for statement in statements:
+                result = await connection.execute(sa.text(statement))
+                rows = [tuple(row) for row in result.fetchall()] if result.returns_rows else []
+            return rows
+    finally:
+        await engine.dispose()
+
+
 def test_migration_0009_names_every_job_episode_and_keys_episodes_by_kind(database_url: str) -> None:
     """Job episodes stored before 0009 may be known by their backend alone: they get kind "job"; then the
     kind is part of the unique key, so two kinds of one cluster may share a node key, one kind may not."""
@@ -313,28 +327,49 @@ def test_migration_0009_names_every_job_episode_and_keys_episodes_by_kind(databa
         "'2026-11-30 09:00:00', '', '', '', '', 0, '', false, '', 0)"
     )
 
-    async def run(*statements: str) -> list[tuple[object, ...]]:
-        engine = create_async_engine(database_url)
-        try:
-            async with engine.begin() as connection:
-                rows: list[tuple[object, ...]] = []
-                for statement in statements:
-                    result = await connection.execute(sa.text(statement))
-                    rows = [tuple(row) for row in result.fetchall()] if result.returns_rows else []
-                return rows
-        finally:
-            await engine.dispose()
+    def run(*statements: str) -> list[tuple[object, ...]]:
+        return asyncio.run(_sql(database_url, *statements))
 
+    run(
+        insert.format(backend="throughput", key="run-1", kind="node"),
+        insert.format(backend="throughput", key="run-2", kind="job"),
+        insert.format(backend="hyperpod", key="i-0aaa", kind="node"),
+    )
+    upgrade(database_url, "0009")
+    kinds = run("SELECT node_key, kind FROM episodes ORDER BY node_key")
+    assert kinds == [("i-0aaa", "node"), ("run-1", "job"), ("run-2", "job")]
+    run(insert.format(backend="hyperpod", key="i-0aaa", kind="idle"))  # another kind, same key
+    with pytest.raises(IntegrityError):
+        run(insert.format(backend="hyperpod", key="i-0aaa", kind="node"))
+
+
+def test_migration_0010_gives_older_episodes_no_cause_and_no_suspects(database_url: str) -> None:
+    """Episodes stored before per-node metrics read as not assessed ("" and []), and new ones keep theirs."""
+    upgrade(database_url, "0009")
     asyncio.run(
-        run(
-            insert.format(backend="throughput", key="run-1", kind="node"),
-            insert.format(backend="throughput", key="run-2", kind="job"),
-            insert.format(backend="hyperpod", key="i-0aaa", kind="node"),
+        _sql(
+            database_url,
+            "INSERT INTO episodes (org_id, backend, cluster_name, node_key, generation, kind, state, node_ids, "
+            "opened_at, updated_at, group_name, instance_type, status, message, reopened, node_recovery, silenced, "
+            "channel_id, node_hours_lost) VALUES ('kumo-labs', 'throughput', 'kumo-p5', 'run-1', 0, 'job', 'open', "
+            "'[]', '2026-11-30 09:00:00', '2026-11-30 09:00:00', '', '', 'slowdown', '', 0, '', false, '', 0)",
         )
     )
     upgrade(database_url)
-    kinds = asyncio.run(run("SELECT node_key, kind FROM episodes ORDER BY node_key"))
-    assert kinds == [("i-0aaa", "node"), ("run-1", "job"), ("run-2", "job")]
-    asyncio.run(run(insert.format(backend="hyperpod", key="i-0aaa", kind="idle")))  # another kind, same key
-    with pytest.raises(IntegrityError):
-        asyncio.run(run(insert.format(backend="hyperpod", key="i-0aaa", kind="node")))
+
+    async def check() -> None:
+        db = Database(url=database_url)
+        try:
+            async with db.session() as session:
+                (old,) = await crud.open_episodes(session)
+                assert (old.cause, old.suspects) == ("", [])
+                old.cause, old.suspects = "thermal", ["i-0abc", "i-0def"]
+                session.add(old)
+                await session.commit()
+            async with db.session() as session:
+                (again,) = await crud.open_episodes(session)
+            assert (again.cause, again.suspects) == ("thermal", ["i-0abc", "i-0def"])
+        finally:
+            await db.dispose()
+
+    asyncio.run(check())
