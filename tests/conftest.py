@@ -1,5 +1,6 @@
 """Shared fixtures: databases (SQLite always, Postgres when PITCREW_TEST_POSTGRES_URL is set), and one moto
-server for the session, seeded with the example program.
+server for the session, seeded with the example program; real Prometheus servers holding given metrics
+(`prometheus_with`).
 
 Migrating a new database takes about 0.3 s, so the suite migrates one per backend for the session and
 gives each test that wants a migrated database a copy of it (`db`, `migrated_sqlite`); the migrations
@@ -11,7 +12,7 @@ import asyncio
 import os
 import shutil
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from sqlalchemy.engine import make_url
 from bot.clusters.accounts import AwsAccounts
 from bot.config import ProgramConfig, load_program
 from sandbox.moto_support import MotoSnapshot, reset_moto_server, restore_moto, snapshot_moto, start_moto_server
+from sandbox.prometheus import PrometheusPool
 from sandbox.seed import SeedReport, seed_program
 from sandbox.world import EXAMPLE_PROGRAM, aws_environment
 from storage.db import Database, upgrade
@@ -183,3 +185,17 @@ def seeded_aws(moto_endpoint: str) -> SeededAws:
         # Fresh sessions too: a reset forgets the STS keys that mapped old sessions to their accounts.
         _SEEDED.append(SeededAws(moto_endpoint, seeded.report, seeded.program, AwsAccounts()))
     return _SEEDED[-1]
+
+
+@pytest.fixture(scope="session")
+def prometheus_with() -> Iterator[Callable[..., str]]:
+    """`prometheus_with(*cluster_metrics, node_label="instance_id", cluster_label="cluster") -> URL`: a real
+    Prometheus (Debian's 2.42) holding exactly these clusters' series, backfilled with promtool (counters as the
+    exporters count them, so `rate()` gives the rates back). The same data asked again, by any test of this
+    process, is served by the same server; a few servers are kept running and stopped at the end of the session.
+    Read-only: do not rely on a server's contents beyond what you passed."""
+    pool = PrometheusPool(keep=4)
+    try:
+        yield pool.holding
+    finally:
+        pool.close()
