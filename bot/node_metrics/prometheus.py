@@ -1,0 +1,239 @@
+"""The one place Pitcrew talks to Prometheus: per-node DCGM and EFA series of one cluster over a time range,
+read with PromQL over the HTTP API (`/api/v1/query_range`), optionally signed with SigV4 for Amazon Managed
+Service for Prometheus.
+
+What each query asks, for the selector `{<cluster_label>="<cluster>"}`:
+- counters (EFA bytes and retransmits): `rate(x{...}[2m])`, per second, as the analysis holds them;
+- gauges: `last_over_time(x{...}[45s])` (1.5 scrape intervals), so an exporter that stopped shows as a gap
+  within a step instead of its last value carried on for Prometheus's 5-minute lookback; XIDs take
+  `max_over_time`, so an error seen between two steps is not lost when the step is longer than the scrape;
+- all `max by (<node_label>, gpu|device)`, so a node's GPU is one series even when its exporter was restarted
+  under another pod or scraped by two jobs.
+Prometheus refuses more than 11,000 points per series, so a long range is read in chunks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.exceptions import BotoCoreError, ClientError
+
+from bot.clusters.accounts import AwsAccounts
+from bot.config import MetricsConfig, OrgConfig
+from bot.node_metrics.series import ClusterMetrics, Series, Signal
+
+SCRAPE_INTERVAL = timedelta(seconds=30)  # what the HyperPod and ParallelCluster observability stacks use
+RATE_WINDOW = timedelta(minutes=2)  # four scrapes: rate() survives one missed scrape
+MAX_POINTS = 11_000  # Prometheus's limit per series of one query_range
+SIGV4_SERVICE = "aps"  # Amazon Managed Service for Prometheus
+TIMEOUT = httpx.Timeout(30.0, connect=5.0)
+_SNIPPET = 160  # characters of an unexpected answer quoted in an error
+
+
+_Answered = tuple[dict[str, str], list[tuple[float, float]]]  # one series: its labels, its (time, value)s
+
+
+class MetricsError(Exception):
+    """Reading metrics failed; the message is one line: which Prometheus, and what went wrong."""
+
+
+def promql_string(value: str) -> str:
+    """`value` as a PromQL double-quoted string literal (Go's escapes: backslash, quote, newline)."""
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
+    return f'"{escaped}"'
+
+
+def _one_line(text: str, limit: int = _SNIPPET) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _seconds(value: timedelta) -> str:
+    return f"{math.ceil(value.total_seconds())}s"
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
+
+
+class PrometheusReader:
+    """Reads one org's per-node metrics. `credentials` (a callable returning botocore Credentials) and `region`
+    are needed when the config says `sigv4: true`; each request is signed with fresh credentials, so an assumed
+    role's renewal is picked up. Owns its httpx client unless one is given."""
+
+    def __init__(
+        self,
+        *,
+        config: MetricsConfig,
+        http: httpx.AsyncClient | None = None,
+        credentials: Callable[[], Any] | None = None,
+        region: str | None = None,
+        step: timedelta = SCRAPE_INTERVAL,
+    ) -> None:
+        if config.sigv4 and (credentials is None or not region):
+            raise ValueError("sigv4 metrics need credentials and a region to sign with")
+        if step.total_seconds() <= 0:
+            raise ValueError(f"step must be positive, not {step}")
+        self._config = config
+        self._base = config.prometheus_url.rstrip("/")
+        self._owns_http = http is None
+        self._http = http or httpx.AsyncClient(timeout=TIMEOUT)
+        self._credentials = credentials
+        self._region = region
+        self._step = step.total_seconds()
+
+    @property
+    def url(self) -> str:
+        return self._base
+
+    def query(self, signal: Signal, cluster: str) -> str:
+        """The PromQL this reader sends for one signal of one cluster."""
+        selected = f"{signal.value}{{{self._config.cluster_label}={promql_string(cluster)}}}"
+        scrape = SCRAPE_INTERVAL.total_seconds()
+        if signal.is_counter:
+            window = max(RATE_WINDOW.total_seconds(), self._step)
+            inner = f"rate({selected}[{_seconds(timedelta(seconds=window))}])"
+        else:
+            window = 1.5 * max(self._step, scrape)
+            over_time = "max_over_time" if signal is Signal.XID else "last_over_time"
+            inner = f"{over_time}({selected}[{_seconds(timedelta(seconds=window))}])"
+        return f"max by ({self._config.node_label}, {signal.device_label}) ({inner})"
+
+    async def cluster_metrics(self, cluster: str, *, start: datetime, end: datetime) -> ClusterMetrics:
+        """Every signal of `cluster` over [start, end], evaluated at start, start + step, ... up to end.
+
+        Raises MetricsError when Prometheus cannot be reached or refuses a query."""
+        start, end = _utc(start), _utc(end)
+        if end < start:
+            raise ValueError(f"end {end.isoformat()} is before start {start.isoformat()}")
+        answers = await asyncio.gather(
+            *(self._signal_series(signal, cluster, start=start, end=end) for signal in Signal),
+            return_exceptions=True,
+        )
+        series: list[Series] = []
+        for answer in answers:
+            if isinstance(answer, BaseException):
+                raise answer
+            series.extend(answer)
+        return ClusterMetrics(cluster=cluster, start=start, end=end, step_seconds=self._step, series=tuple(series))
+
+    async def aclose(self) -> None:
+        if self._owns_http:
+            await self._http.aclose()
+
+    def _chunks(self, start: datetime, end: datetime) -> list[tuple[float, float]]:
+        """[first, last] evaluation times of each query_range, at most MAX_POINTS points apiece."""
+        step = self._step
+        first = start.timestamp()
+        last = first + math.floor((end.timestamp() - first) / step) * step
+        chunks: list[tuple[float, float]] = []
+        while first <= last:
+            chunk_last = min(last, first + (MAX_POINTS - 1) * step)
+            chunks.append((first, chunk_last))
+            first = chunk_last + step
+        return chunks
+
+    async def _signal_series(self, signal: Signal, cluster: str, *, start: datetime, end: datetime) -> list[Series]:
+        query = self.query(signal, cluster)
+        samples: dict[tuple[str, str], dict[float, float]] = {}
+        for first, last in self._chunks(start, end):
+            for metric, values in await self._query_range(query, first, last):
+                node = metric.get(self._config.node_label, "")
+                if not node:
+                    continue  # a series that names no node cannot be compared with peers
+                points = samples.setdefault((node, metric.get(signal.device_label, "")), {})
+                points.update((at, value) for at, value in values if math.isfinite(value))
+        return [
+            Series(
+                signal=signal,
+                node=node,
+                device=device,
+                times=tuple(sorted(points)),
+                values=tuple(points[at] for at in sorted(points)),
+            )
+            for (node, device), points in sorted(samples.items())
+            if points
+        ]
+
+    async def _query_range(self, query: str, first: float, last: float) -> list[_Answered]:
+        url = f"{self._base}/api/v1/query_range"
+        body = urlencode({"query": query, "start": repr(first), "end": repr(last), "step": repr(self._step)})
+        headers = {"Content-Type": "application/x-www-form-urlencoded"}
+        if self._config.sigv4:
+            headers = await self._signed(url, body, headers)
+        try:
+            response = await self._http.post(url, content=body.encode(), headers=headers)
+        except httpx.TimeoutException:
+            raise MetricsError(f"Prometheus at {self._base}: no answer within {TIMEOUT.read:.0f} s") from None
+        except httpx.HTTPError as error:
+            reason = _one_line(str(error)) or type(error).__name__
+            raise MetricsError(f"Prometheus at {self._base} is unreachable: {reason}") from None
+        return self._parse(response, query)
+
+    async def _signed(self, url: str, body: str, headers: dict[str, str]) -> dict[str, str]:
+        assert self._credentials is not None and self._region  # checked in __init__
+        try:
+            # An assumed role may need STS (a blocking boto3 call), so not on the event loop.
+            credentials = await asyncio.to_thread(self._credentials)
+        except (BotoCoreError, ClientError, RuntimeError) as error:
+            raise MetricsError(
+                f"Prometheus at {self._base}: no AWS credentials to sign with SigV4 ({_one_line(str(error))})"
+            ) from None
+        request = AWSRequest(method="POST", url=url, data=body, headers=headers)
+        SigV4Auth(credentials, SIGV4_SERVICE, self._region).add_auth(request)
+        return dict(request.headers.items())
+
+    def _parse(self, response: httpx.Response, query: str) -> list[_Answered]:
+        try:
+            answer = response.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            answer = None
+        if not isinstance(answer, dict):
+            status = "" if response.status_code == 200 else f" HTTP {response.status_code},"
+            raise MetricsError(
+                f"Prometheus at {self._base}:{status} the answer is not Prometheus JSON: "
+                f"{_one_line(response.text) or '(empty)'!r}"
+            )
+        if answer.get("status") == "error" or response.status_code != 200:
+            # Prometheus says why in errorType/error; AMP and proxies in "message".
+            reason = answer.get("error") or answer.get("message") or answer.get("Message") or "no reason given"
+            kind = answer.get("errorType")
+            raise MetricsError(
+                f"Prometheus at {self._base} refused {_one_line(query, 200)!r} (HTTP {response.status_code}"
+                f"{', ' + str(kind) if kind else ''}): {_one_line(str(reason), 300)}"
+            )
+        data = answer.get("data")
+        if not isinstance(data, dict) or data.get("resultType") != "matrix" or not isinstance(data.get("result"), list):
+            raise MetricsError(f"Prometheus at {self._base}: expected a matrix, got {_one_line(json.dumps(data))!r}")
+        try:
+            return [
+                (dict(item["metric"]), [(float(at), float(value)) for at, value in item["values"]])
+                for item in data["result"]
+            ]
+        except (KeyError, TypeError, ValueError) as error:
+            raise MetricsError(
+                f"Prometheus at {self._base}: a series in the answer is malformed ({_one_line(str(error))})"
+            ) from None
+
+
+def reader_for(
+    org: OrgConfig, accounts: AwsAccounts, *, http: httpx.AsyncClient | None = None
+) -> PrometheusReader | None:
+    """The reader of an org's metrics, or None when it has none; with `sigv4: true`, requests are signed with
+    the org's credentials (its role when it has one) in its region."""
+    if org.metrics is None:
+        return None
+    if not org.metrics.sigv4:
+        return PrometheusReader(config=org.metrics, http=http)
+    return PrometheusReader(
+        config=org.metrics, http=http, credentials=lambda: accounts.credentials(org), region=org.aws.region
+    )
