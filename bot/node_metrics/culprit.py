@@ -1,0 +1,666 @@
+"""The culprit: which node, and which bottleneck, is behind a slowdown; and which nodes are faulty before it hurts.
+
+Peer comparison, step by step: at each step every node is compared with the median of the *other* nodes at
+that same step, so a checkpoint or an evaluation, where every node idles together, moves the reference with
+the node and blames nobody. A node is judged only at steps where it and its peers are at work (GPU
+utilization 50 % or more), so the second a node enters a pause before the others is no divergence either.
+Missing samples (an exporter restart, a node that has left or not yet joined) are simply not judged.
+
+What a node shows, per step:
+
+- `gpu`: an XID 79 (fallen off the bus) or 74 (NVLink) on one of its GPUs; a GPU that stopped reporting
+  while the node's others still do (it reported earlier, or it leaves a hole in the GPU indices, or its
+  peers report it); a GPU at no utilization and near-idle power while the node's other GPUs work;
+- `gpu_memory`: an XID 48, 63, 64, 94 or 95 (ECC, row remapping); other XIDs (13, 31, 43, ...) are the
+  application's and blame no node;
+- `thermal`: a working GPU's SM clock below 0.9 of its peers' median clock;
+- `network`: the node's EFA traffic (rx + tx, per device) below 0.85 of its peers' with retransmits up (over
+  10/s per device and 5 times its peers'), or below half of its peers' whatever the retransmits.
+
+`find_culprit` names the nodes that show one of these over at least half of the episode's judged steps (an
+XID on one sample is enough: it is a discrete event), most likely first: a fresh GPU fault, then a fresh
+memory XID, then thermal, then network, then XIDs that were already there throughout the healthy window.
+When no node diverges and every node's utilization is down against the healthy window (but not idle:
+a job that is not running at all is not starved for data), the cause is `input`; otherwise `unknown`.
+
+Tiny clusters. With two nodes the "peers' median" is the other node; every rule above is one-sided (slower,
+less traffic, an XID), so the healthy node of the two is never the one below; `find_culprit` also requires a
+two-node suspect's clock or traffic to have fallen against its own healthy window. A single node has no
+peers: only its XIDs, a vanished GPU and a dead GPU beside working ones can name it.
+
+`assess_nodes` judges the last `window`: a fault when the divergence covers 60 % of the window's steps (an
+XID: two samples), `clear` when it covers at most 20 % of them, no XID shows and the node reported for at
+least half of the window; neither in between, so an alert neither flaps nor closes during an exporter gap.
+`faulty_episodes` replays that check every `every` over the whole range, computing the steps once."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+
+from bot.node_metrics.series import (
+    Cause,
+    ClusterMetrics,
+    FaultEpisode,
+    NodeAssessment,
+    NodeFault,
+    PeerChart,
+    Signal,
+    Verdict,
+)
+
+HEALTHY_BEFORE = timedelta(hours=1)
+FAULT_WINDOW = timedelta(minutes=10)
+
+GPU_XIDS = frozenset({79, 74})
+MEMORY_XIDS = frozenset({48, 63, 64, 94, 95})
+BUSY_UTIL = 50.0  # % GPU utilization from which a GPU, a node or its peers count as at work
+IDLE_UTIL = 10.0  # a cluster whose median node is below this is not running, not starved
+DEAD_UTIL = 5.0
+DEAD_POWER_SHARE = 0.35  # a dead GPU's power against its node's working GPUs
+CLOCK_RATIO = 0.9
+EFA_LOW = 0.85
+EFA_VERY_LOW = 0.5
+RETRANS_FLOOR = 10.0  # retransmits per second per device that count as "up", and 5 x the peers'
+RETRANS_TIMES = 5.0
+INPUT_DROP = 0.85  # utilization against the healthy window below which every node "waits"
+PERSISTENT = 0.5  # share of an episode's judged steps
+OPEN_SHARE = 0.6  # share of the window's steps for a faulty node
+CLEAR_SHARE = 0.2
+PRESENT_SHARE = 0.5
+
+# The kinds of divergence, most telling first (the order suspects are ranked in).
+KINDS = ("xid_gpu", "gpu_gone", "gpu_dead", "xid_memory", "thermal", "network")
+KIND_CAUSE = {
+    "xid_gpu": Cause.GPU,
+    "gpu_gone": Cause.GPU,
+    "gpu_dead": Cause.GPU,
+    "xid_memory": Cause.GPU_MEMORY,
+    "thermal": Cause.THERMAL,
+    "network": Cause.NETWORK,
+}
+XID_KINDS = ("xid_gpu", "xid_memory")
+
+
+def _nanmedian(x: np.ndarray, axis: int) -> np.ndarray:
+    """Median ignoring NaN along `axis` (NaN where all are NaN); a sort, much faster than np.nanmedian."""
+    s = np.sort(np.moveaxis(x, axis, -1), axis=-1)  # NaN sort last
+    k = np.sum(~np.isnan(s), axis=-1)
+    lo = np.take_along_axis(s, np.maximum((k - 1) // 2, 0)[..., None], axis=-1)[..., 0]
+    hi = np.take_along_axis(s, np.maximum(k // 2, 0)[..., None], axis=-1)[..., 0]
+    return np.where(k > 0, (lo + hi) / 2, np.nan)
+
+
+def _peer_median(x: np.ndarray) -> np.ndarray:
+    """For x (steps, nodes): at each step, each node's peers' median (the median of the other nodes)."""
+    steps, n = x.shape
+    if n == 1:
+        return np.full_like(x, np.nan)
+    order = np.argsort(x, axis=1)  # NaN last
+    s = np.take_along_axis(x, order, axis=1)
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.broadcast_to(np.arange(n), (steps, n)), axis=1)
+    valid = ~np.isnan(x)
+    k = valid.sum(axis=1, keepdims=True)
+    m = np.where(valid, k - 1, k)  # how many peers each node has at the step
+
+    def pick(j: np.ndarray) -> np.ndarray:
+        j = np.maximum(j, 0)
+        original = np.where(valid & (j >= rank), j + 1, j)
+        return np.take_along_axis(s, np.minimum(original, n - 1), axis=1)
+
+    out = (pick((m - 1) // 2) + pick(m // 2)) / 2
+    return np.where(m > 0, out, np.nan)
+
+
+@dataclass(frozen=True)
+class _Grid:
+    """The metrics on one time grid: GPU signals (steps, nodes, gpus), EFA signals (steps, nodes, devices),
+    NaN where nothing was reported."""
+
+    times: np.ndarray
+    nodes: tuple[str, ...]
+    gpus: tuple[str, ...]
+    gpu: dict[Signal, np.ndarray]
+    efa: dict[Signal, np.ndarray]
+
+
+def _gpu_key(device: str) -> tuple[int, str]:
+    return (int(device), "") if device.isdigit() else (1 << 30, device)
+
+
+def _grid(metrics: ClusterMetrics) -> _Grid:
+    step = metrics.step_seconds
+    t0 = metrics.start.timestamp()
+    count = max(round((metrics.end.timestamp() - t0) / step) + 1, 1)
+    times = t0 + step * np.arange(count)
+    nodes = metrics.nodes()
+    node_index = {node: i for i, node in enumerate(nodes)}
+    gpus = tuple(sorted({s.device for s in metrics.series if not s.signal.is_counter}, key=_gpu_key))
+    devices = tuple(sorted({s.device for s in metrics.series if s.signal.is_counter}))
+    gpu_index = {g: i for i, g in enumerate(gpus)}
+    device_index = {d: i for i, d in enumerate(devices)}
+    gpu = {
+        signal: np.full((count, len(nodes), max(len(gpus), 1)), np.nan) for signal in Signal if not signal.is_counter
+    }
+    efa = {signal: np.full((count, len(nodes), max(len(devices), 1)), np.nan) for signal in Signal if signal.is_counter}
+    for s in metrics.series:
+        if not s.times:
+            continue
+        at = np.rint((np.asarray(s.times, dtype=float) - t0) / step).astype(np.int64)
+        values = np.asarray(s.values, dtype=float)
+        keep = (at >= 0) & (at < count)
+        if s.signal.is_counter:
+            efa[s.signal][at[keep], node_index[s.node], device_index[s.device]] = values[keep]
+        else:
+            gpu[s.signal][at[keep], node_index[s.node], gpu_index[s.device]] = values[keep]
+    return _Grid(times=times, nodes=nodes, gpus=gpus, gpu=gpu, efa=efa)
+
+
+@dataclass(frozen=True)
+class _Steps:
+    """Per step and node: which kinds of divergence show (flags[kind]: (steps, nodes) bool), on which GPU,
+    and the figures the evidence and charts quote."""
+
+    grid: _Grid
+    up: np.ndarray  # (steps, nodes): the node reported DCGM or EFA series
+    dcgm_up: np.ndarray
+    judged: np.ndarray  # the node and its peers at work
+    flags: dict[str, np.ndarray]
+    which_gpu: dict[str, np.ndarray]  # (steps, nodes) GPU index the kind points at (-1: none)
+    xid_code: np.ndarray  # (steps, nodes) the XID shown (0: none)
+    node_util: np.ndarray
+    peer_util: np.ndarray
+    node_clock: np.ndarray  # the GPU clock per GPU (steps, nodes, gpus)
+    peer_clock: np.ndarray  # (steps, nodes)
+    peer_temp: np.ndarray
+    efa_total: np.ndarray  # rx + tx summed over devices (steps, nodes)
+    efa_per_device: np.ndarray
+    peer_efa_per_device: np.ndarray
+    peer_efa_total: np.ndarray
+    retrans_total: np.ndarray
+    peer_count: np.ndarray  # how many GPUs the node's peers report (median)
+
+
+def _steps(grid: _Grid) -> _Steps:
+    g = grid.gpu
+    util, clock, power, temp, xid = (
+        g[Signal.GPU_UTIL],
+        g[Signal.SM_CLOCK],
+        g[Signal.POWER],
+        g[Signal.GPU_TEMP],
+        g[Signal.XID],
+    )
+    steps, n, _ = util.shape
+    # A GPU reports when any of its DCGM series does.
+    has = np.zeros(util.shape, dtype=bool)
+    for values in g.values():
+        has |= ~np.isnan(values)
+    gpu_count = has.sum(axis=2)
+    dcgm_up = gpu_count > 0
+    rx, tx, retrans = grid.efa[Signal.EFA_RX], grid.efa[Signal.EFA_TX], grid.efa[Signal.EFA_RETRANS]
+    efa_has = ~np.isnan(rx) | ~np.isnan(tx)
+    efa_up = efa_has.any(axis=2)
+    up = dcgm_up | efa_up
+
+    node_util = _nanmedian(util, axis=2)
+    peer_util = _peer_median(node_util)
+    node_busy = node_util >= BUSY_UTIL
+    judged = node_busy & (peer_util >= BUSY_UTIL)
+
+    # XIDs.
+    xid_now = np.nan_to_num(xid, nan=0.0).astype(np.int64)
+    is_gpu_xid = np.isin(xid_now, list(GPU_XIDS))
+    is_memory_xid = np.isin(xid_now, list(MEMORY_XIDS))
+    flags: dict[str, np.ndarray] = {}
+    which: dict[str, np.ndarray] = {}
+    flags["xid_gpu"] = np.asarray(is_gpu_xid.any(axis=2))
+    which["xid_gpu"] = np.where(flags["xid_gpu"], np.argmax(is_gpu_xid, axis=2), -1)
+    flags["xid_memory"] = np.asarray(is_memory_xid.any(axis=2))
+    which["xid_memory"] = np.where(flags["xid_memory"], np.argmax(is_memory_xid, axis=2), -1)
+    xid_code = np.where(
+        flags["xid_gpu"],
+        np.take_along_axis(xid_now, np.maximum(which["xid_gpu"], 0)[..., None], axis=2)[..., 0],
+        np.where(
+            flags["xid_memory"],
+            np.take_along_axis(xid_now, np.maximum(which["xid_memory"], 0)[..., None], axis=2)[..., 0],
+            0,
+        ),
+    )
+
+    # A GPU gone: not reporting while its node's DCGM does, and it reported here before, or leaves a hole in
+    # the indices, or most peers report it (and the node reports at least half as many GPUs as they do).
+    seen_before = np.logical_or.accumulate(has, axis=0)
+    reported_above = np.flip(np.logical_or.accumulate(np.flip(has, axis=2), axis=2), axis=2)
+    hole = np.zeros_like(has)
+    hole[:, :, :-1] = reported_above[:, :, 1:]
+    peers_report = np.zeros(has.shape)
+    if n > 1:
+        dcgm_nodes = np.maximum(dcgm_up.sum(axis=1, keepdims=True) - dcgm_up, 1)
+        peers_report = (has.sum(axis=1, keepdims=True) - has) / dcgm_nodes[..., None]
+    count_float = np.where(dcgm_up, gpu_count, np.nan).astype(float)
+    peer_count = _peer_median(count_float)
+    enough = gpu_count >= 0.5 * np.nan_to_num(peer_count, nan=0.0)
+    gone = dcgm_up[..., None] & ~has & (seen_before | hole | ((peers_report >= 0.5) & (n > 1) & enough[..., None]))
+    flags["gpu_gone"] = gone.any(axis=2)
+    which["gpu_gone"] = np.where(flags["gpu_gone"], np.argmax(gone, axis=2), -1)
+
+    # A GPU dead beside working ones: no utilization, near-idle power, while its node's GPUs work.
+    node_power = _nanmedian(power, axis=2)
+    dead = (util <= DEAD_UTIL) & (power <= DEAD_POWER_SHARE * node_power[..., None]) & node_busy[..., None]
+    flags["gpu_dead"] = np.asarray(dead.any(axis=2))
+    which["gpu_dead"] = np.where(flags["gpu_dead"], np.argmax(dead, axis=2), -1)
+
+    # Thermal: a working GPU's clock well below the peers' median clock.
+    peer_clock = _peer_median(_nanmedian(clock, axis=2))
+    peer_temp = _peer_median(_nanmedian(temp, axis=2))
+    ratio = clock / peer_clock[..., None]
+    slow = (ratio < CLOCK_RATIO) & (util >= BUSY_UTIL) & (peer_util >= BUSY_UTIL)[..., None]
+    flags["thermal"] = slow.any(axis=2)
+    which["thermal"] = np.where(flags["thermal"], np.nanargmin(np.where(slow, ratio, np.inf), axis=2), -1)
+
+    # Network: less traffic than the peers (per device, so a device the exporter misses does not count),
+    # with retransmits up.
+    traffic = np.where(efa_has, np.nan_to_num(rx) + np.nan_to_num(tx), np.nan)
+    efa_per_device = _nanmedian(traffic, axis=2) if traffic.shape[2] else np.full((steps, n), np.nan)
+    peer_efa = _peer_median(efa_per_device)
+    retrans_per_device = _nanmedian(retrans, axis=2)
+    peer_retrans = _peer_median(retrans_per_device)
+    efa_ratio = efa_per_device / peer_efa
+    retrans_up = retrans_per_device > np.maximum(RETRANS_FLOOR, RETRANS_TIMES * np.nan_to_num(peer_retrans))
+    flags["network"] = judged & (((efa_ratio < EFA_LOW) & retrans_up) | (efa_ratio < EFA_VERY_LOW))
+    which["network"] = np.full((steps, n), -1)
+
+    efa_total = np.where(efa_up, np.nansum(np.where(efa_has, traffic, 0.0), axis=2), np.nan)
+    return _Steps(
+        grid=grid,
+        up=up,
+        dcgm_up=dcgm_up,
+        judged=judged,
+        flags=flags,
+        which_gpu=which,
+        xid_code=xid_code,
+        node_util=node_util,
+        peer_util=peer_util,
+        node_clock=clock,
+        peer_clock=peer_clock,
+        peer_temp=peer_temp,
+        efa_total=efa_total,
+        efa_per_device=efa_per_device,
+        peer_efa_per_device=peer_efa,
+        peer_efa_total=_peer_median(efa_total),
+        retrans_total=np.where(efa_up, np.nansum(np.nan_to_num(retrans), axis=2), np.nan),
+        peer_count=peer_count,
+    )
+
+
+# -- people's figures ---------------------------------------------------------------------------------------
+
+
+def _num(x: float) -> str:
+    return f"{x:,.0f}"
+
+
+def _gbps(x: float) -> str:
+    return f"{x / 1e9:,.1f} GB/s"
+
+
+def _median(x: np.ndarray) -> float:
+    x = x[~np.isnan(x)]
+    return float(np.median(x)) if x.size else float("nan")
+
+
+def _mode(x: np.ndarray) -> int:
+    x = x[x >= 0]
+    return int(np.bincount(x).argmax()) if x.size else -1
+
+
+def _at(ts: float) -> datetime:
+    return datetime.fromtimestamp(float(ts), UTC)
+
+
+# -- what one node shows over a stretch of steps --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Finding:
+    node: str
+    kind: str
+    share: float  # of the judged steps (or steps present, for GPU faults)
+    depth: float  # how far off (lower clock ratio, lower traffic ratio): for ranking within a kind
+    gpu: int  # the GPU index the kind points at, -1 for network
+    evidence: str
+    chart: PeerChart | None
+    first: float  # the first flagged step's time
+
+
+def _denominator(st: _Steps, kind: str, rows: np.ndarray, i: int) -> int:
+    if kind in XID_KINDS:
+        return 1
+    if kind in ("gpu_gone", "gpu_dead"):
+        return int(st.dcgm_up[rows, i].sum())
+    return int(st.judged[rows, i].sum())
+
+
+def _evidence(st: _Steps, kind: str, rows: np.ndarray, i: int, gpu: int) -> str:
+    grid = st.grid
+    label = grid.gpus[gpu] if 0 <= gpu < len(grid.gpus) else "?"
+    flagged = rows & st.flags[kind][:, i]
+    if kind in XID_KINDS:
+        code = int(np.bincount(st.xid_code[flagged, i]).argmax()) if flagged.any() else 0
+        text = f"XID {code} on GPU {label}"
+        if kind == "xid_gpu" and st.flags["gpu_gone"][rows, i].any():
+            text += ", then the GPU vanished"
+        return text
+    if kind == "gpu_gone":
+        peers = _median(st.peer_count[flagged, i])
+        reports = "peers report " + _num(peers) if not np.isnan(peers) else "it reported earlier"
+        return f"GPU {label} missing ({reports})"
+    if kind == "gpu_dead":
+        util = _median(grid.gpu[Signal.GPU_UTIL][flagged, i, gpu])
+        power = _median(grid.gpu[Signal.POWER][flagged, i, gpu])
+        others = _median(st.node_util[flagged, i])
+        return (
+            f"GPU {label} at {_num(util)} % utilization and {_num(power)} W, its node's other GPUs at {_num(others)} %"
+        )
+    if kind == "thermal":
+        slow_gpus = np.unique(st.which_gpu["thermal"][flagged, i])
+        clock = _median(st.node_clock[flagged, i, gpu])
+        temp = _median(grid.gpu[Signal.GPU_TEMP][flagged, i, gpu])
+        power = _median(grid.gpu[Signal.POWER][flagged, i, gpu])
+        peer_clock = _median(st.peer_clock[flagged, i])
+        slow_ratio = st.node_clock[flagged, i, :] < CLOCK_RATIO * st.peer_clock[flagged, i][:, None]
+        throttled = int(np.median(slow_ratio.sum(axis=1))) if flagged.any() else 1
+        who = f"GPU {label}" if throttled <= 1 or slow_gpus.size == 0 else f"{throttled} GPUs"
+        heat = f"{_num(temp)} °C" if not np.isnan(temp) else "temperature unknown"
+        peer_temp = _median(st.peer_temp[flagged, i])
+        extra = "" if np.isnan(peer_temp) or temp - peer_temp >= 8 else f", {_num(power)} W"
+        return f"{who} at {_num(clock)} MHz and {heat}{extra}, peers {_num(peer_clock)} MHz"
+    # network
+    own = _median(st.efa_total[flagged, i])
+    peers = _median(st.peer_efa_total[flagged, i])
+    retrans = _median(st.retrans_total[flagged, i])
+    return f"EFA {_gbps(own)} vs peers {_gbps(peers)}, retransmits {_num(retrans)}/s"
+
+
+def _chart(st: _Steps, kind: str, rows: np.ndarray, i: int, gpu: int) -> PeerChart | None:
+    grid = st.grid
+    node = grid.nodes[i]
+    times = tuple(grid.times[rows].tolist())
+    label = grid.gpus[gpu] if 0 <= gpu < len(grid.gpus) else "?"
+
+    def per_gpu(signal: Signal) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        values = grid.gpu[signal][:, :, gpu] if gpu >= 0 else _nanmedian(grid.gpu[signal], axis=2)
+        peers = _peer_median(_nanmedian(grid.gpu[signal], axis=2))
+        return tuple(values[rows, i].tolist()), tuple(peers[rows, i].tolist())
+
+    if kind == "thermal":
+        suspect, peers = per_gpu(Signal.SM_CLOCK)
+        return PeerChart(Signal.SM_CLOCK, f"SM clock of GPU {label} (MHz)", node, times, suspect, peers)
+    if kind == "network":
+        return PeerChart(
+            Signal.EFA_RX,
+            "EFA traffic, rx + tx (GB/s)",
+            node,
+            times,
+            tuple((st.efa_total[rows, i] / 1e9).tolist()),
+            tuple((st.peer_efa_total[rows, i] / 1e9).tolist()),
+        )
+    if kind in ("gpu_dead", "gpu_gone"):
+        suspect, peers = per_gpu(Signal.GPU_UTIL)
+        return PeerChart(Signal.GPU_UTIL, f"GPU utilization of GPU {label} (%)", node, times, suspect, peers)
+    if gpu < 0:
+        return None
+    suspect, peers = per_gpu(Signal.XID)
+    return PeerChart(Signal.XID, f"Last XID of GPU {label}", node, times, suspect, peers)
+
+
+def _findings(
+    st: _Steps,
+    rows: np.ndarray,
+    *,
+    share: float,
+    chart_rows: np.ndarray,
+    fixed_count: int | None = None,
+    only: Sequence[int] | None = None,
+) -> list[_Finding]:
+    """What each node (or the nodes `only`) shows over `rows`: every kind flagged over `share` of its
+    denominator (or of `fixed_count` steps, for the faulty-node window), XIDs on one sample at least (two in
+    the faulty-node window)."""
+    out: list[_Finding] = []
+    for i in range(len(st.grid.nodes)) if only is None else only:
+        node = st.grid.nodes[i]
+        for kind in KINDS:
+            flagged = rows & st.flags[kind][:, i]
+            hits = int(flagged.sum())
+            if not hits:
+                continue
+            denominator = fixed_count if fixed_count is not None else _denominator(st, kind, rows, i)
+            if kind in XID_KINDS:
+                fraction = float(hits)
+                if fixed_count is not None and hits < 2:
+                    continue
+            else:
+                fraction = hits / max(denominator, 1)
+                if fraction < share:
+                    continue
+            gpu = _mode(st.which_gpu[kind][flagged, i])
+            if kind == "thermal":
+                depth = _median(st.node_clock[flagged, i, gpu] / st.peer_clock[flagged, i])
+            elif kind == "network":
+                depth = _median(st.efa_per_device[flagged, i] / st.peer_efa_per_device[flagged, i])
+            else:
+                depth = 0.0
+            first = float(st.grid.times[np.argmax(flagged)])
+            out.append(
+                _Finding(
+                    node=node,
+                    kind=kind,
+                    share=fraction,
+                    depth=depth,
+                    gpu=gpu,
+                    evidence=_evidence(st, kind, rows, i, gpu),
+                    chart=_chart(st, kind, chart_rows, i, gpu),
+                    first=first,
+                )
+            )
+    return out
+
+
+# -- the episode's culprit ----------------------------------------------------------------------------------
+
+
+def _rows(grid: _Grid, start: datetime, end: datetime, *, inclusive: bool = True) -> np.ndarray:
+    a, b = start.timestamp(), end.timestamp()
+    return (grid.times >= a) & ((grid.times <= b) if inclusive else (grid.times < b))
+
+
+def _fell_from_healthy(st: _Steps, f: _Finding, episode: np.ndarray, healthy: np.ndarray) -> bool:
+    """For a two-node cluster: the suspect's clock or traffic fell against its own healthy window."""
+    i = st.grid.nodes.index(f.node)
+    if f.kind == "thermal":
+        before = _median(st.node_clock[healthy, i, f.gpu])
+        now = _median(st.node_clock[episode & st.flags["thermal"][:, i], i, f.gpu])
+        return bool(now < CLOCK_RATIO * before) if not np.isnan(before) else False
+    if f.kind == "network":
+        before = _median(st.efa_per_device[healthy & st.judged[:, i], i])
+        now = _median(st.efa_per_device[episode & st.flags["network"][:, i], i])
+        return bool(now < EFA_LOW * before) if not np.isnan(before) else False
+    return True
+
+
+def _rank(findings: Sequence[_Finding], stale: set[tuple[str, str]]) -> list[_Finding]:
+    def key(f: _Finding) -> tuple[int, int, float, float]:
+        old = (f.node, f.kind) in stale
+        return (int(old), KINDS.index(f.kind), -min(f.share, 1.0), f.depth)
+
+    return sorted(findings, key=key)
+
+
+def find_culprit(
+    metrics: ClusterMetrics, *, healthy_start: datetime, episode_start: datetime, episode_end: datetime
+) -> Verdict:
+    """Why the job slowed over [episode_start, episode_end], judged against [healthy_start, episode_start)."""
+    grid = _grid(metrics)
+    if not grid.nodes or grid.times.size == 0:
+        return Verdict(Cause.UNKNOWN, evidence="no per-node metrics over the episode")
+    st = _steps(grid)
+    episode = _rows(grid, episode_start, episode_end)
+    healthy = _rows(grid, healthy_start, episode_start, inclusive=False)
+    if not (episode & st.up.any(axis=1)).any():
+        return Verdict(Cause.UNKNOWN, evidence="no per-node metrics over the episode")
+    chart_rows = healthy | episode
+    findings = _findings(st, episode, share=PERSISTENT, chart_rows=chart_rows)
+    nodes_present = int(st.up[episode].any(axis=0).sum())
+    if nodes_present <= 2:
+        findings = [f for f in findings if _fell_from_healthy(st, f, episode, healthy)]
+    # An XID shown from the healthy window's start on was there before the slowdown.
+    stale: set[tuple[str, str]] = set()
+    for f in findings:
+        if f.kind in XID_KINDS and healthy.any():
+            i = grid.nodes.index(f.node)
+            seen = st.dcgm_up[healthy, i]
+            if seen.any() and st.flags[f.kind][healthy, i][seen].all():
+                stale.add((f.node, f.kind))
+    if findings:
+        ranked = _rank(findings, stale)
+        top = ranked[0]
+        suspects: list[str] = []
+        for f in ranked:
+            if f.node not in suspects:
+                suspects.append(f.node)
+        return Verdict(KIND_CAUSE[top.kind], suspects=tuple(suspects), evidence=top.evidence, chart=top.chart)
+    return _no_single_node(st, episode, healthy)
+
+
+def _no_single_node(st: _Steps, episode: np.ndarray, healthy: np.ndarray) -> Verdict:
+    """No node diverges: every node starved alike (input), or nothing to tell (unknown)."""
+    cluster_util = _nanmedian(st.node_util, axis=1)
+    now = _median(cluster_util[episode])
+    before = _median(cluster_util[healthy])
+    if np.isnan(now):
+        return Verdict(Cause.UNKNOWN, evidence="no GPU metrics over the episode")
+    if now < IDLE_UTIL:
+        return Verdict(
+            Cause.UNKNOWN, evidence=f"every node idle (GPU utilization {_num(now)} %): the job is not running"
+        )
+    if np.isnan(before):
+        return Verdict(Cause.UNKNOWN, evidence="no node diverges from its peers; no healthy window to compare with")
+    if now <= INPUT_DROP * before:
+        per_node_now = np.array([_median(st.node_util[episode, i]) for i in range(len(st.grid.nodes))])
+        per_node_before = np.array([_median(st.node_util[healthy, i]) for i in range(len(st.grid.nodes))])
+        known = ~np.isnan(per_node_now) & ~np.isnan(per_node_before)
+        down = per_node_now[known] <= INPUT_DROP * per_node_before[known]
+        where = "on every node" if down.all() else f"on {int(down.sum())} of {int(known.sum())} nodes"
+        return Verdict(
+            Cause.INPUT,
+            evidence=f"GPU utilization {_num(now)} % {where} (was {_num(before)} %), EFA normal",
+        )
+    return Verdict(
+        Cause.UNKNOWN,
+        evidence=f"no node diverges from its peers; GPU utilization {_num(now)} % (was {_num(before)} %)",
+    )
+
+
+# -- faulty nodes -------------------------------------------------------------------------------------------
+
+
+def _faults(st: _Steps, rows: np.ndarray, window_steps: int, only: Sequence[int] | None = None) -> dict[str, NodeFault]:
+    findings = _findings(st, rows, share=OPEN_SHARE, chart_rows=rows, fixed_count=window_steps, only=only)
+    best: dict[str, NodeFault] = {}
+    for f in _rank(findings, set()):
+        if f.node not in best:
+            best[f.node] = NodeFault(
+                node=f.node, cause=KIND_CAUSE[f.kind], evidence=f.evidence, since=_at(f.first), chart=f.chart
+            )
+    return best
+
+
+def _assess(st: _Steps, rows: np.ndarray, window_steps: int) -> list[NodeAssessment]:
+    present = st.up[rows].any(axis=0)
+    faults = _faults(st, rows, window_steps)
+    out: list[NodeAssessment] = []
+    for i, node in enumerate(st.grid.nodes):
+        if not present[i]:
+            continue
+        fault = faults.get(node)
+        if fault is not None:
+            out.append(NodeAssessment(node=node, fault=fault, clear=False))
+            continue
+        reported = int((rows & st.dcgm_up[:, i]).sum())
+        worst = max(int((rows & st.flags[kind][:, i]).sum()) for kind in KINDS if kind not in XID_KINDS)
+        xids = any((rows & st.flags[kind][:, i]).any() for kind in XID_KINDS)
+        clear = not xids and worst <= CLEAR_SHARE * window_steps and reported >= PRESENT_SHARE * window_steps
+        out.append(NodeAssessment(node=node, fault=None, clear=clear))
+    return out
+
+
+def _window_rows(grid: _Grid, at: datetime, window: timedelta) -> np.ndarray:
+    b = at.timestamp()
+    return (grid.times >= b - window.total_seconds() - 1e-6) & (grid.times <= b + 1e-6)
+
+
+def assess_nodes(metrics: ClusterMetrics, *, at: datetime, window: timedelta = FAULT_WINDOW) -> list[NodeAssessment]:
+    """Every node present in [at - window, at]: faulty, clear, or neither (see the module docstring)."""
+    grid = _grid(metrics)
+    if not grid.nodes:
+        return []
+    st = _steps(grid)
+    rows = _window_rows(grid, at, window)
+    window_steps = round(window.total_seconds() / metrics.step_seconds) + 1
+    return _assess(st, rows, window_steps)
+
+
+def faulty_episodes(
+    metrics: ClusterMetrics, *, every: timedelta = timedelta(minutes=1), window: timedelta = FAULT_WINDOW
+) -> list[FaultEpisode]:
+    """The faulty-node alerts `assess_nodes` run every `every` would open and close over the metrics' range."""
+    grid = _grid(metrics)
+    if not grid.nodes:
+        return []
+    st = _steps(grid)
+    window_steps = round(window.total_seconds() / metrics.step_seconds) + 1
+    start, end = metrics.start.timestamp(), metrics.end.timestamp()
+    checks = np.arange(start + window.total_seconds(), end + 1e-6, every.total_seconds())
+    # Whether a node could be faulty or clear at a check depends only on flag counts in its window: count
+    # them with cumulative sums, and build the assessment (evidence, chart) only where one would open.
+    cumulative = {k: np.concatenate([[np.zeros(len(grid.nodes))], np.cumsum(v, axis=0)]) for k, v in st.flags.items()}
+    cum_up = np.concatenate([[np.zeros(len(grid.nodes))], np.cumsum(st.up, axis=0)])
+    cum_dcgm = np.concatenate([[np.zeros(len(grid.nodes))], np.cumsum(st.dcgm_up, axis=0)])
+    open_: dict[str, FaultEpisode] = {}
+    done: list[FaultEpisode] = []
+    for check in checks:
+        hi = int(np.searchsorted(grid.times, check + 1e-6, side="right"))
+        lo = int(np.searchsorted(grid.times, check - window.total_seconds() - 1e-6, side="left"))
+        counts = {k: cumulative[k][hi] - cumulative[k][lo] for k in KINDS}
+        present = (cum_up[hi] - cum_up[lo]) > 0
+        reported = cum_dcgm[hi] - cum_dcgm[lo]
+        candidate = np.zeros(len(grid.nodes), dtype=bool)
+        for k in KINDS:
+            candidate |= counts[k] >= (2 if k in XID_KINDS else OPEN_SHARE * window_steps)
+        worst = np.max([counts[k] for k in KINDS if k not in XID_KINDS], axis=0)
+        xids = np.any([counts[k] > 0 for k in XID_KINDS], axis=0)
+        clear = ~xids & (worst <= CLEAR_SHARE * window_steps) & (reported >= PRESENT_SHARE * window_steps)
+        at = _at(check)
+        for i, node in enumerate(grid.nodes):
+            episode = open_.get(node)
+            if episode is not None and (not present[i] or clear[i]):
+                done.append(replace(episode, end=at))
+                del open_[node]
+            elif episode is None and present[i] and candidate[i]:
+                rows = np.zeros(grid.times.size, dtype=bool)
+                rows[lo:hi] = True
+                fault = _faults(st, rows, window_steps, only=[i]).get(node)
+                if fault is not None:
+                    open_[node] = FaultEpisode(
+                        node=node,
+                        cause=fault.cause,
+                        evidence=fault.evidence,
+                        start=fault.since,
+                        detected_at=at,
+                        end=None,
+                    )
+    return sorted([*done, *open_.values()], key=lambda e: (e.detected_at, e.node))
