@@ -164,6 +164,24 @@ class AlertDesk:
         async with self.db.session() as session:
             return await crud.get_episode(session, episode_id=number)
 
+    async def backend_of(self, org_id: str, cluster_name: str) -> Backend | None:
+        """The backend of a cluster named without one (a job's), from the clusters Pitcrew knows (the node
+        sweep's table); None when it is not known, or when both backends have a cluster of that name."""
+        async with self.db.session() as session:
+            seen = {r.backend for r in await crud.clusters_seen(session, org_id=org_id) if r.name == cluster_name}
+        known = seen & CLUSTER_BACKENDS
+        return Backend(known.pop()) if len(known) == 1 else None
+
+    async def node_target(self, row: Episode) -> tuple[Backend, str] | None:
+        """The cluster backend and the node an alert's Replace/Reboot buttons act on (a failed node's, a
+        faulty node's, or a job alert's culprit); None when it names no node or its backend is not known."""
+        if not row.node_ids:
+            return None
+        backend = Backend(row.backend) if row.backend in CLUSTER_BACKENDS else None
+        if backend is None:
+            backend = await self.backend_of(row.org_id, row.cluster_name)
+        return (backend, row.node_ids[-1]) if backend is not None else None
+
     async def members(self, row: Episode) -> list[Episode]:
         """The episodes of its message: a storm's members, or itself."""
         if row.storm_id is None:

@@ -1,4 +1,4 @@
-"""Block Kit for alerts, one presenter per kind (node, cluster, job; registered in PRESENTERS): the message
+"""Block Kit for alerts, one presenter per kind (node, cluster, job, faulty_node; registered in PRESENTERS): the message
 in the org's channel (edited as the episode moves), the grouped message of a storm, thread notes, the
 compact line in the coordination channel, and the lines of silences."""
 
@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 from bot.alerts.desk import AlreadyAcknowledged, AlreadyEnded, AlreadySilenced, NothingChanged
 from bot.alerts.kind import Action, AlertKind, AlertView, Tone
 from bot.alerts.kinds import cluster as cluster_kind
+from bot.alerts.kinds import faulty as faulty_kind
 from bot.alerts.kinds import job as job_kind
 from bot.alerts.kinds import node as node_kind
 from bot.clusters.model import Backend, Cluster, Health
@@ -94,8 +95,8 @@ def silence_message(silence: Any, *, tz: ZoneInfo) -> Reply:
         )
         return Reply(text=text.replace("`", ""), blocks=[section(text)], public=True)
     text = (
-        f":mute: Silenced until {when(silence.until, tz)} by <@{silence.set_by}>: new node, cluster and "
-        f"throughput alerts of `{cluster}` go to this thread."
+        f":mute: Silenced until {when(silence.until, tz)} by <@{silence.set_by}>: new node, cluster, faulty-node "
+        f"and throughput alerts of `{cluster}` go to this thread."
     )
     actions = {
         "type": "actions",
@@ -271,6 +272,66 @@ def job_coordination_line(episode: Any, *, channel: str, now: datetime) -> Reply
     return Reply(text=text.replace("`", ""), blocks=[section(text)], public=True)
 
 
+FAULT_CAUSES = {
+    "gpu": "a GPU gone (XID, or no utilization and power)",
+    "gpu_memory": "GPU memory errors (ECC, row remapping)",
+    "thermal": "a GPU throttled (clock down, hot or power capped)",
+    "network": "EFA traffic far below its peers', retransmits up",
+}
+FAULT_CLOSED = {
+    faulty_kind.CLEARED: "Back in line with its peers",
+    faulty_kind.LEFT: "Left the cluster",
+}
+
+
+def faulty_node_alert(
+    episode: Any, *, org_name: str, tz: ZoneInfo, now: datetime, actions: Sequence[Action], silence: Any | None = None
+) -> Reply:
+    """A node that diverges from its peers while still up (episode.cause the cause, episode.message the
+    evidence); edited when it is back in line or has left the cluster."""
+    ref = f"{episode.org_id}/{episode.cluster_name}"
+    node = escape(episode.node_key)
+    is_open = episode.state == "open"
+    since = episode.failing_since or episode.opened_at
+    cause = escape(episode.cause or "unknown")
+    what = f"`{node}` of `{ref}` ({cause})"
+    if is_open:
+        title = f"Faulty node: {what}"
+    else:
+        closed = FAULT_CLOSED.get(episode.status, "No longer watched")
+        title = f"{closed} after {_duration(since, episode.closed_at or now)}: {what}"
+    backend = Backend(episode.backend).label if episode.backend in {b.value for b in Backend} else episode.backend
+    fields = [
+        f"*Org*\n{escape(org_name)} (`{episode.org_id}`)",
+        f"*Cluster*\n`{ref}` · {backend}",
+        f"*Node*\n`{node}`",
+        f"*Cause*\n`{cause}`: {FAULT_CAUSES.get(episode.cause, 'diverges from its peers')}",
+        f"*Diverging since*\n{when(since, tz)}",
+    ]
+    icon = ":warning:" if is_open else ":large_green_circle:"
+    body: list[Block] = [section(f"{icon} *{title}*"), section(" ", fields=fields)]
+    if episode.message:
+        body.append(section(f"*Evidence*: {escape(episode.message)[:2500]}"))
+    if is_open:
+        body.append(section("No job has to be slow yet: its peers are the yardstick. Chart in the thread."))
+        body.append(_buttons(episode, actions, silence=silence))
+    body.append(context(" · ".join(_footer(episode, tz, silence))))
+    text = title.replace("`", "") + (f": {episode.message}" if is_open and episode.message else "")
+    return Reply(text=text[:3000], blocks=body, public=True)
+
+
+def faulty_node_coordination_line(episode: Any, *, channel: str, now: datetime) -> Reply:
+    ref = f"{episode.org_id}/{episode.cluster_name}"
+    what = f"faulty node `{escape(episode.node_key)}` ({escape(episode.cause or 'unknown')})"
+    if episode.state == "open":
+        text = f":warning: `{ref}`: {what} · details in <#{channel}>"
+    else:
+        took = _duration(episode.failing_since or episode.opened_at, episode.closed_at or now)
+        closed = FAULT_CLOSED.get(episode.status, "no longer watched").lower()
+        text = f":large_green_circle: `{ref}`: {what} · {closed} after {took} · <#{channel}>"
+    return Reply(text=text.replace("`", ""), blocks=[section(text)], public=True)
+
+
 # ------------------------------------------------------------------------------------- presenters per kind
 
 
@@ -329,11 +390,25 @@ class JobPresenter:
         return f"job `{row.node_key}` {row.status}"
 
 
+class FaultyNodePresenter:
+    def alert(self, view: AlertView) -> Reply:
+        return faulty_node_alert(
+            view.first, org_name=view.org_name, tz=view.tz, now=view.now, actions=view.actions, silence=view.silence
+        )
+
+    def coordination(self, view: AlertView, *, channel: str) -> Reply:
+        return faulty_node_coordination_line(view.first, channel=channel, now=view.now)
+
+    def held_back(self, row: Any) -> str:
+        return f"faulty node `{row.node_key}` ({row.cause or 'unknown'})"
+
+
 # A new kind: its module in bot.alerts.kinds, its presenter above, and its line here.
 PRESENTERS: Mapping[str, KindPresenter] = {
     node_kind.KIND.name: NodePresenter(),
     cluster_kind.KIND.name: NodePresenter(),
     job_kind.KIND.name: JobPresenter(),
+    faulty_kind.KIND.name: FaultyNodePresenter(),
 }
 
 

@@ -1,4 +1,5 @@
-"""Charts posted to Slack as PNG files: throughput around an alert, `/cluster throughput`, and the digest.
+"""Charts posted to Slack as PNG files: throughput around an alert, `/cluster throughput`, a suspect node
+against its peers (in a culprit's or faulty node's alert thread), and the digest.
 
 Rendering uses matplotlib's object API (`matplotlib.figure.Figure` drawn by the Agg canvas), never
 `pyplot`: no global figure registry, no GUI backend, nothing shared between calls, so charts can be
@@ -19,13 +20,15 @@ import io
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
+
+    from bot.node_metrics.series import PeerChart
 
 DPI = 100
 WIDTH_PX = 1000
@@ -289,6 +292,57 @@ def _series_arrays(series: Series) -> tuple[Any, Any]:
                 x = np.insert(x, breaks, (x[breaks - 1] + x[breaks]) / 2)
                 y = np.insert(y, breaks, math.nan)
     return x, y
+
+
+# ---------------------------------------------------------------------------------------------- peers
+
+SUSPECT_COLOR = "#d62728"  # the suspect in the alert's red; its peers in the neutral grey of a baseline
+PEERS_COLOR = BASELINE_COLOR
+
+
+def peer_chart(chart: PeerChart, *, tz: ZoneInfo) -> bytes:
+    """PNG of a suspect node's signal against its peers' median (bot.node_metrics.series.PeerChart), for the
+    thread of the alert that names it; times shown in `tz`."""
+    return png(peer_figure(chart, tz=tz))
+
+
+def peer_figure(chart: PeerChart, *, tz: ZoneInfo) -> Figure:
+    """The figure behind `peer_chart`: fig.axes[0] holds the suspect's line (first) and the peers' (second)."""
+    import numpy as np
+    from matplotlib import dates as mdates
+
+    if not (len(chart.times) == len(chart.suspect) == len(chart.peers_median)):
+        raise ValueError("a peer chart needs as many values of the suspect and of its peers as times")
+    fig = _new_figure(WIDTH_PX, HEIGHT_PX)
+    ax = fig.add_subplot()
+    when = [datetime.fromtimestamp(t, tz=UTC) for t in chart.times]
+    unit = chart.title.rsplit("(", 1)[1].rstrip(")") if chart.title.endswith(")") and "(" in chart.title else ""
+    lines = (
+        (Series(label=f"{chart.node}", points=list(zip(when, chart.suspect, strict=True))), SUSPECT_COLOR, "-"),
+        (Series(label="peers' median", points=list(zip(when, chart.peers_median, strict=True))), PEERS_COLOR, "--"),
+    )
+    peak, low, any_data = 0.0, 0.0, False
+    for one, color, style in lines:
+        x, y = _series_arrays(one)
+        if np.isfinite(y).any():
+            any_data = True
+            peak, low = max(peak, float(np.nanmax(y))), min(low, float(np.nanmin(y)))
+        ax.plot(x, y, color=color, linestyle=style, linewidth=1.8, label=one.label)
+    if not any_data:
+        _no_data(ax)
+    if when:
+        since, until = min(when), max(when)
+        if until <= since:
+            until = since + timedelta(minutes=1)
+        ax.set_xlim(*(float(v) for v in mdates.date2num([since, until])))
+        ax.set_title(_window_text(since, until, tz), loc="right", fontsize=TICK_SIZE, color=MUTED)
+    _time_axis(ax, tz)
+    _value_axis(ax, ax.yaxis, peak=peak * 1.15 if peak > 0 else 1.0, bottom=low * 1.15 if low < 0 else 0.0)
+    if unit:
+        ax.set_ylabel(unit, fontsize=LABEL_SIZE)
+    ax.set_title(f"{chart.node}: {chart.title}", loc="left", fontsize=TITLE_SIZE, fontweight="bold")
+    _legend(fig, ax)
+    return fig
 
 
 # ---------------------------------------------------------------------------------------------- bars

@@ -1,4 +1,5 @@
-"""Buttons on a failed-node alert: Acknowledge, Replace node, Reboot node, Silence 1/4/24 h, Unsilence.
+"""Buttons on an alert: Acknowledge, Replace node, Reboot node (a failed or faulty node, a job's culprit),
+Silence 1/4/24 h, Unsilence.
 
 Each acks first, authorizes (operators of the alert's org and admins), then lets the alert desk
 (bot.alerts.desk) or bot.operations act, answers the clicker, and records it in the audit log.
@@ -14,7 +15,6 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 
 from bot.access import Action
 from bot.clusters.changes import ClusterBusy, NotPlanned
-from bot.clusters.model import Backend
 from bot.services import Services
 from bot.slack import blocks
 from bot.slack.alerts import nothing_changed
@@ -151,12 +151,18 @@ async def node_action_callback(ack: AsyncAck, body: dict[str, Any], context: dic
 
 
 async def _plan_node_action(services: Services, body: dict[str, Any], row: Episode, verb: str) -> blocks.Reply:
+    # The node the alert names: a failed node's, a faulty node's, or a job alert's culprit (whose episode
+    # names its cluster only: the cluster's backend comes from the clusters Pitcrew knows).
+    target = await services.alerts.node_target(row)
+    if target is None:
+        return blocks.problem(f"This alert names no node of `{row.org_id}/{row.cluster_name}` to {verb}.")
+    backend, node_id = target
     try:
         planned = await services.changes.node_from_alert(
             org_id=row.org_id,
-            backend=Backend(row.backend),
+            backend=backend,
             cluster_name=row.cluster_name,
-            node_id=row.node_ids[-1] if row.node_ids else "",
+            node_id=node_id,
             verb=verb,
             user_id=body["user"]["id"],
             channel_id=row.channel_id,

@@ -1,5 +1,9 @@
 """A training job's throughput anomaly (status "stall" or "slowdown"), keyed by the job's name; its chart
-goes in the thread (bot.monitor.jobs)."""
+goes in the thread (bot.monitor.jobs).
+
+When per-node metrics name a culprit on a HyperPod cluster, the monitor puts that node in Episode.node_ids
+(the node the alert's buttons act on; empty otherwise), and the alert offers Replace node and Reboot node
+for it: the same plan and Confirm as a failed node's alert."""
 
 from __future__ import annotations
 
@@ -20,7 +24,8 @@ class JobKind:
     reads_cluster: bool = False
 
     def actions(self, rows: Sequence[Episode]) -> tuple[Action, ...]:
-        return (Action.ACKNOWLEDGE, Action.SILENCE)
+        node = (Action.REPLACE, Action.REBOOT) if len(rows) == 1 and rows[0].node_ids else ()
+        return (Action.ACKNOWLEDGE, *node, Action.SILENCE)
 
 
 KIND = JobKind()
