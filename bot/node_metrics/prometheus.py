@@ -173,7 +173,9 @@ class PrometheusReader:
         try:
             response = await self._http.post(url, content=body.encode(), headers=headers)
         except httpx.TimeoutException:
-            raise MetricsError(f"Prometheus at {self._base}: no answer within {TIMEOUT.read:.0f} s") from None
+            waited = self._http.timeout.read
+            within = f" within {waited:g} s" if waited else ""
+            raise MetricsError(f"Prometheus at {self._base}: no answer{within}") from None
         except httpx.HTTPError as error:
             reason = _one_line(str(error)) or type(error).__name__
             raise MetricsError(f"Prometheus at {self._base} is unreachable: {reason}") from None
