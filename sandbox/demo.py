@@ -10,6 +10,7 @@ import webbrowser
 
 from bot.config import MonitorConfig, ProgramConfig, StallConfig, load_program
 from bot.slack import blocks
+from sandbox.culprits import SandboxNodeMetrics
 from sandbox.history import seed_sandbox_history
 from sandbox.moto_support import set_hyperpod_progress, start_moto_server
 from sandbox.seed import seed_program
@@ -43,6 +44,7 @@ def welcome(sandbox: Sandbox) -> blocks.Reply:
         "• *Hang a job* / *Slow a job* (under Sandbox): a simulated training job stops or slows; within about "
         "a minute the throughput alert with its chart appears; *Recover jobs* closes it. "
         "`/cluster throughput kumo-p5-train` shows the rates and a chart",
+        _culprit_line(sandbox),
         f"• as *{sandbox.slack.users[operator]}* in #{first.id}: `/track show`, `/track doc {first.id}` and "
         f"`/digest preview {first.id}`: three weeks of records, usage and failures are already stored",
         f"• as *{sandbox.slack.users[admin]}*: `/digest preview` (every org), then `/digest send` to post the last "
@@ -54,6 +56,20 @@ def welcome(sandbox: Sandbox) -> blocks.Reply:
     return blocks.Reply(
         text=f"Pitcrew sandbox: {program.name}",
         blocks=[blocks.header("Welcome to the Pitcrew sandbox"), *blocks.sections(lines)],
+    )
+
+
+def _culprit_line(sandbox: Sandbox) -> str:
+    metrics = sandbox.controls.node_metrics
+    if metrics is None or sandbox.prometheus_url is None:
+        buttons = "*Throttle a GPU* / *Degrade a node's EFA* / *Slow the data loader*"
+        return f"• {buttons} need the sandbox's Prometheus: {sandbox.controls.no_metrics}"
+    clusters = ", ".join(f"`{c.org.id}/{c.name}`" for c in metrics.clusters)
+    return (
+        "• *Throttle a GPU*, *Degrade a node's EFA*, *Slow the data loader* (under Sandbox): a node of "
+        f"{clusters} limps (or every node waits for data) and its job slows to about two thirds; in about six "
+        "minutes the throughput alert names the node and the cause, with Replace node on it; a faulty-node alert "
+        f"follows. The node metrics are in a real Prometheus at {sandbox.prometheus_url}"
     )
 
 
@@ -70,8 +86,16 @@ def _quick_sandbox(program: ProgramConfig) -> ProgramConfig:
 
 async def _serve(host: str, port: int, open_browser: bool) -> None:
     quick = {"pitcrew_throughput_check_seconds": THROUGHPUT_CHECK_SECONDS}
+    jobs = sandbox_jobs()
+    # The jobs' nodes, read from the embedded AWS; the same job objects are slowed by the culprit buttons.
+    node_metrics = SandboxNodeMetrics(program=load_program(EXAMPLE_PROGRAM), jobs=jobs)
     async with run_sandbox(
-        host=host, port=port, monitor=True, program_transform=_quick_sandbox, settings_overrides=quick
+        host=host,
+        port=port,
+        monitor=True,
+        program_transform=_quick_sandbox,
+        settings_overrides=quick,
+        node_metrics=node_metrics,
     ) as sandbox:
         await sandbox.pitcrew.ready.wait()
         try:  # three weeks of records, usage and episodes for /digest and /track to show
@@ -79,7 +103,7 @@ async def _serve(host: str, port: int, open_browser: bool) -> None:
             log.info("%s", await seed_sandbox_history(services, now=services.clock()))
         except Exception:
             log.exception("could not seed the sandbox's history; /digest and /track start empty")
-        simulator = TrainingSimulator(api_url=sandbox.bot_url, jobs=sandbox_jobs())
+        simulator = TrainingSimulator(api_url=sandbox.bot_url, jobs=jobs, started=node_metrics.started)
         await simulator.prepare(sandbox.pitcrew.services.db)
         sandbox.controls.simulator = simulator
         stop = asyncio.Event()

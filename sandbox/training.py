@@ -4,7 +4,8 @@ monitor can be watched at work without a GPU.
 
 On start each job backfills a few hours of history (a `start` event, warm-up, noise, checkpoint pauses),
 so its baseline exists; then it posts live every few seconds. The console's buttons make a job hang
-(it stops posting), slow down (to 40% of its rate) or recover.
+(it stops posting), slow down (to 40% of its rate) or recover; the culprit buttons (sandbox.culprits) slow a
+job down from a given moment, as a limping node would, and the backfill keeps that moment if it is past.
 """
 
 from __future__ import annotations
@@ -35,6 +36,14 @@ CHECKPOINT_PAUSE = timedelta(minutes=2)
 SLOW_FACTOR = 0.4
 
 
+@dataclass(frozen=True)
+class Slowdown:
+    """A job held back from `since` on (a throttled GPU, a degraded link, a starved data loader)."""
+
+    factor: float  # the share of its healthy rate it keeps
+    since: datetime
+
+
 @dataclass
 class SimulatedJob:
     org: str
@@ -42,11 +51,33 @@ class SimulatedJob:
     job: str
     rate: float  # healthy tokens/s
     mode: str = "healthy"
+    slowdown: Slowdown | None = None  # set by the culprit buttons; cleared with the job's recovery
+    # Its history's checkpoints as (start, end) when its nodes' metrics set them (sandbox.culprits: the job
+    # pauses when its nodes idle); None: every half hour (in_checkpoint).
+    pauses: tuple[tuple[datetime, datetime], ...] | None = None
 
-    def value(self, rng: random.Random) -> float:
+    def paused_at(self, ts: datetime, *, started: datetime) -> bool:
+        if self.pauses is None:
+            return in_checkpoint(ts, started=started)
+        return any(start <= ts <= end for start, end in self.pauses)
+
+    def factor_at(self, ts: datetime) -> float:
+        if self.mode == "slow":
+            return SLOW_FACTOR
+        if self.slowdown is not None and ts >= self.slowdown.since:
+            return self.slowdown.factor
+        return 1.0
+
+    def value(self, rng: random.Random, ts: datetime) -> float:
         noise = 1 + rng.uniform(-0.05, 0.05)
-        factor = SLOW_FACTOR if self.mode == "slow" else 1.0
-        return round(self.rate * factor * noise, 1)
+        return round(self.rate * self.factor_at(ts) * noise, 1)
+
+
+def in_checkpoint(ts: datetime, *, started: datetime) -> bool:
+    """Whether a job started at `started` is writing a checkpoint at `ts` (its history's two-minute pauses,
+    every half hour from its first half hour on), unless its node metrics say when (SimulatedJob.pauses)."""
+    into = (ts - started) % CHECKPOINT_EVERY
+    return into < CHECKPOINT_PAUSE and ts - started > CHECKPOINT_EVERY / 2
 
 
 def _iso(ts: datetime) -> str:
@@ -62,11 +93,15 @@ class TrainingSimulator:
         period: float = 5.0,
         clock: Callable[[], datetime] = utcnow,
         seed: int = 7,
+        started: datetime | None = None,
     ) -> None:
+        """`started`: when the jobs' runs began (their history's `start`; default HISTORY before the backfill),
+        the same moment as their node metrics' history (sandbox.culprits)."""
         self._url = api_url.rstrip("/") + "/api/v1/throughput"
         self.jobs = jobs
         self._period = period
         self._clock = clock
+        self._started = started
         self._rng = random.Random(seed)
         self._tokens: dict[str, str] = {}
 
@@ -81,9 +116,11 @@ class TrainingSimulator:
             raise ValueError(f"mode must be one of {', '.join(MODES)}")
         targets = [j for j in self.jobs if job in (None, j.job)]
         if mode != "healthy" and job is None:
-            targets = [j for j in targets if j.mode == "healthy"][:1]
+            targets = [j for j in targets if j.mode == "healthy" and j.slowdown is None][:1]
         for target in targets:
             target.mode = mode
+            if mode == "healthy":
+                target.slowdown = None
         return [target.job for target in targets]
 
     async def _post(self, client: httpx.AsyncClient, org: str, samples: list[dict[str, Any]]) -> None:
@@ -98,17 +135,17 @@ class TrainingSimulator:
 
     async def backfill(self, client: httpx.AsyncClient) -> None:
         now = self._clock()
+        started = self._started or now - HISTORY
         for job in self.jobs:
             base = {"org": job.org, "cluster": job.cluster, "job": job.job}
-            ts = now - HISTORY
+            ts = started
             samples: list[dict[str, Any]] = [{**base, "ts": _iso(ts), "event": "start"}]
             while ts < now - HISTORY_STEP:
                 ts += HISTORY_STEP
-                into = (ts - (now - HISTORY)) % CHECKPOINT_EVERY
-                if into < CHECKPOINT_PAUSE and ts - (now - HISTORY) > CHECKPOINT_EVERY / 2:
+                if job.paused_at(ts, started=started):
                     continue  # a checkpoint: no samples for two minutes
-                warm = min(1.0, (ts - (now - HISTORY)) / timedelta(minutes=10))
-                value = job.rate * (0.3 + 0.7 * warm) * (1 + self._rng.uniform(-0.05, 0.05))
+                warm = min(1.0, (ts - started) / timedelta(minutes=10))
+                value = job.rate * job.factor_at(ts) * (0.3 + 0.7 * warm) * (1 + self._rng.uniform(-0.05, 0.05))
                 samples.append({**base, "ts": _iso(ts), "tokens_per_second": round(value, 1)})
             await self._post(client, job.org, samples)
 
@@ -128,7 +165,7 @@ class TrainingSimulator:
                         "cluster": job.cluster,
                         "job": job.job,
                         "ts": _iso(now),
-                        "tokens_per_second": job.value(self._rng),
+                        "tokens_per_second": job.value(self._rng, now),
                     }
                     try:
                         await self._post(client, job.org, [sample])

@@ -8,7 +8,9 @@ use this same composition.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import os
 import re
 import tempfile
@@ -23,9 +25,13 @@ from bot.config import ProgramConfig, Settings, load_program
 from bot.resources import example_program
 from bot.slack.poster import POST_INTERVAL
 from sandbox.asgi_server import serve_asgi
+from sandbox.culprits import SCRAPE_INTERVAL, SCRAPE_PATH, SandboxNodeMetrics
 from sandbox.faults import Controls, faults_app
 from sandbox.pcluster_api import ParallelClusterApi
+from sandbox.prometheus import PrometheusStartError, prometheus_server
 from sandbox.slack import LocalSlack
+
+log = logging.getLogger(__name__)
 
 EXAMPLE_PROGRAM = example_program()
 SIGNING_SECRET = "sandbox-signing-secret"
@@ -90,6 +96,7 @@ class Sandbox:
     world_url: str  # local Slack (console at /) and ParallelCluster APIs
     bot_url: str  # Pitcrew: /slack/events, /healthz, /api/v1/throughput
     controls: Controls = field(default_factory=Controls)  # what the sandbox page's buttons act on
+    prometheus_url: str | None = None  # the sandbox's Prometheus, fed by its simulated node metrics
 
 
 def _world_app(slack: LocalSlack, pcluster_api: ParallelClusterApi, extra: dict[str, Any]) -> Any:
@@ -121,12 +128,16 @@ async def run_sandbox(
     pcluster_progress_seconds: float = 3.0,
     post_interval: float = POST_INTERVAL,
     monitor: bool = False,
+    node_metrics: SandboxNodeMetrics | None = None,
 ) -> AsyncIterator[Sandbox]:
     """Serve the world and the bot. AWS must already point at a seeded moto (see aws_environment).
 
     `slack`: one local Slack kept across bot restarts, so its messages (and their ts) survive.
     `post_interval`: seconds between the bot's posts to one channel, Slack's 1 s by default (tests use 0).
-    `monitor`: run the node monitor's schedule (the demo does; tests call its sweep themselves)."""
+    `monitor`: run the node monitor's schedule (the demo does; tests call its sweep themselves).
+    `node_metrics`: the simulated jobs' per-node metrics: a real Prometheus is started with their history and
+    scrapes them live from the world server, and each org with them gets `metrics:` pointing at it. Without
+    Prometheus installed the sandbox runs without them and logs once how to get them."""
     slack = slack or LocalSlack(signing_secret=SIGNING_SECRET, bot_token=BOT_TOKEN, users={}, channels={})
     pcluster_api = ParallelClusterApi(progress_seconds=pcluster_progress_seconds)
     with contextlib.ExitStack() as stack:
@@ -134,11 +145,19 @@ async def run_sandbox(
             folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="pitcrew-sandbox-"))
             database_url = f"sqlite+aiosqlite:///{folder}/pitcrew.db"
         extra: dict[str, Any] = {}
-        async with serve_asgi(_world_app(slack, pcluster_api, extra), host, port) as world_url:
+        async with (
+            serve_asgi(_world_app(slack, pcluster_api, extra), host, port) as world_url,
+            contextlib.AsyncExitStack() as metrics_stack,  # Prometheus stops before the world it scrapes
+        ):
             program = sandbox_program(world_url, program_source)
             if program_transform:
                 program = program_transform(program)
             controls = Controls()
+            prometheus_url = None
+            if node_metrics is not None and node_metrics.clusters:
+                prometheus_url = await _start_prometheus(metrics_stack, node_metrics, world_url, controls)
+                if prometheus_url is not None:
+                    program = node_metrics.with_metrics(program, prometheus_url)
             extra["faults"] = faults_app(program, controls)
             users, channels = workspace_people(program)
             slack.users.update(users)
@@ -161,4 +180,29 @@ async def run_sandbox(
             pitcrew = build_app(settings=settings, program=program, services=services)
             async with serve_asgi(pitcrew.asgi, host, bot_port) as bot_url:
                 slack.events_url = f"{bot_url}/slack/events"
-                yield Sandbox(program, slack, pcluster_api, pitcrew, world_url, bot_url, controls)
+                yield Sandbox(program, slack, pcluster_api, pitcrew, world_url, bot_url, controls, prometheus_url)
+
+
+async def _start_prometheus(
+    stack: contextlib.AsyncExitStack, node_metrics: SandboxNodeMetrics, world_url: str, controls: Controls
+) -> str | None:
+    """The sandbox's Prometheus, holding the node metrics' history and scraping them live; None (said once in
+    the log, and by the culprit buttons) when it cannot run."""
+
+    def start() -> tuple[contextlib.AbstractContextManager[str], str]:
+        server = prometheus_server(
+            history=node_metrics.history(), scrape_targets=[world_url + SCRAPE_PATH], scrape_interval=SCRAPE_INTERVAL
+        )
+        return server, server.__enter__()
+
+    try:
+        # The history, promtool and the start take a few seconds: not on the event loop, which serves the world.
+        server, url = await asyncio.to_thread(start)
+    except PrometheusStartError as error:
+        controls.no_metrics = f"{str(error).splitlines()[0]}; then start the sandbox again"
+        log.warning("The sandbox runs without per-node metrics (no culprit in its alerts): %s", controls.no_metrics)
+        return None
+    stack.push(server.__exit__)
+    controls.node_metrics = node_metrics
+    log.info("Prometheus at %s holds the simulated node metrics of %s", url, ", ".join(sorted(node_metrics.orgs())))
+    return url
