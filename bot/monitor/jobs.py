@@ -5,22 +5,37 @@ throughput is back.
 
 The detector is rebuilt from the stored samples at each check, so a restarted bot, or a new leader, knows
 exactly what the old one knew.
+
+The culprit: for an org with per-node metrics (`orgs[].metrics`), each open episode's cluster is compared
+node by node with its peers (bot.node_metrics.culprit.find_culprit) over [failing_since - HEALTHY_BEFORE,
+now], when it opens and at each later check. The episode stores the verdict's `cause` and `suspects`, its
+message says it in one line with the evidence, and when the verdict changes the alert is edited and its
+thread told; the first time a node is named, a chart of its signal against its peers' median goes in the
+thread, and on HyperPod the alert's Replace/Reboot buttons act on it (Episode.node_ids). Metrics that cannot
+be read are said in one line instead. Each cluster is read once per check (bot.monitor.metrics_reads),
+shared by its job episodes and the faulty-node check (bot.monitor.faulty), which runs after the jobs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from bot.alerts.desk import AlertDesk
 from bot.alerts.kind import Tone
 from bot.alerts.kinds import job as job_kind
+from bot.clusters.model import Backend
 from bot.config import ProgramConfig
+from bot.monitor.faulty import FaultyNodeMonitor, upload_peer_chart
+from bot.monitor.metrics_reads import MetricsReader, MetricsReads, ReadFailed
 from bot.monitor.throughput import Anomaly, JobDetector, Sample, Thresholds
+from bot.node_metrics.culprit import HEALTHY_BEFORE, find_culprit
+from bot.node_metrics.series import Cause, ClusterMetrics, Verdict
 from bot.slack import charts
 from bot.slack.blocks import when
 from storage import crud
@@ -89,6 +104,37 @@ def failed_node_text(episode: Episode, *, since: datetime, tz: ZoneInfo) -> str:
     return f"`{first}` (failed at {when(episode.opened_at, tz)}{later})"
 
 
+def culprit_text(verdict: Verdict) -> str:
+    """The verdict of the per-node metrics in one line, as the job alert says it."""
+    evidence = verdict.evidence
+    if verdict.suspects:
+        named = f"Likely culprit: `{verdict.suspects[0]}`" + (f", {evidence}" if evidence else "")
+        then = ", ".join(f"`{node}`" for node in verdict.suspects[1:4])
+        return f"{named} ({verdict.cause.value})" + (f"; then {then}" if then else "") + "."
+    if verdict.cause is Cause.INPUT:
+        waits = f" ({evidence})" if evidence else ""
+        return f"Likely cause: input: every node waits alike{waits}: data loading or storage."
+    if verdict.cause is Cause.UNKNOWN:
+        return "Per-node metrics name no single node."
+    return f"Likely cause: {verdict.cause.value}" + (f" ({evidence})" if evidence else "") + ", on no single node."
+
+
+def named_text(cause: str, suspects: Sequence[str]) -> str:
+    """What the per-node metrics said, from the episode's columns alone (the evidence is not stored): for
+    the alert once it is closed, or when the metrics cannot be read now."""
+    if not cause:
+        return ""
+    if suspects:
+        return f"Per-node metrics named `{suspects[0]}` ({cause})."
+    if cause == Cause.INPUT.value:
+        return "Per-node metrics: every node waited alike (input: data loading or storage)."
+    return "Per-node metrics named no single node."
+
+
+def unreadable_text(failed: ReadFailed) -> str:
+    return f"Per-node metrics could not be read: {failed.reason}"
+
+
 def unit_of(rows: Sequence[ThroughputSample]) -> str:
     return "samples/s" if rows and all(r.tokens_per_second is None for r in rows if r.event is None) else "tokens/s"
 
@@ -106,11 +152,51 @@ class JobSummary:
     since: datetime | None  # when the anomaly began
 
 
+@dataclass(frozen=True)
+class Judged:
+    """A job as its detector sees it at this check, before anything is done about it."""
+
+    org_id: str
+    cluster: str
+    job: str
+    row: Episode | None  # its open episode
+    rows: Sequence[ThroughputSample]
+    detector: JobDetector
+    ended: Sequence[Anomaly]
+
+    @property
+    def since(self) -> datetime | None:
+        """When its anomaly began (the episode's, if open); None when it has none now."""
+        current = self.detector.current
+        if current is None:
+            return None
+        return (self.row.failing_since or self.row.opened_at) if self.row is not None else current.start
+
+
+Assessed = Verdict | ReadFailed | None  # the culprit; why it is not known; None when the org has no metrics
+
+
 class ThroughputMonitor:
-    def __init__(self, *, desk: AlertDesk, keep_raw: timedelta = timedelta(days=14)) -> None:
+    def __init__(
+        self,
+        *,
+        desk: AlertDesk,
+        keep_raw: timedelta = timedelta(days=14),
+        readers: Mapping[str, MetricsReader] | None = None,
+        faulty: FaultyNodeMonitor | None = None,
+    ) -> None:
+        """`readers`: the per-node metrics of each org that has them (org id -> reader); `faulty`: the
+        faulty-node check, run after the jobs at each check, on the same reads."""
         self._desk = desk
         self._keep_raw = keep_raw
+        self._readers: Mapping[str, MetricsReader] = readers or {}
+        self._faulty = faulty
         self._pruned_at: datetime | None = None
+        self.last_reads: MetricsReads | None = None  # the last check's reads (tests bound them)
+
+    async def aclose(self) -> None:
+        for reader in self._readers.values():
+            await reader.aclose()
 
     async def check(self) -> int:
         """Every active job (a sample within WINDOW, or an open episode) against its detector; how many
@@ -125,12 +211,35 @@ class ThroughputMonitor:
             open_rows = [r for r in await crud.open_episodes(session) if r.kind == job_kind.KIND.name]
         by_job = {(r.org_id, r.cluster_name, r.node_key): r for r in open_rows}
         await self._desk.retry_unposted(open_rows)  # Slack failed the first time: post them now
-        changed = 0
+        judged: list[Judged] = []
         for org_id, cluster, job in sorted(jobs | set(by_job)):
             try:
-                changed += await self._check_job(org_id, cluster, job, by_job.get((org_id, cluster, job)), now)
+                found = await self._judge(org_id, cluster, job, by_job.get((org_id, cluster, job)), now)
             except Exception:
                 log.exception("throughput check of %s/%s %s failed", org_id, cluster, job)
+                continue
+            if found is not None:
+                judged.append(found)
+        # Every cluster's per-node metrics are read once for this check, over what all of its users need.
+        reads = self.last_reads = MetricsReads(readers=self._readers, end=now)
+        for one in judged:
+            if one.since is not None:
+                reads.want(one.org_id, one.cluster, start=one.since - HEALTHY_BEFORE)
+        faulty = self._faulty if self._readers else None
+        watched = await faulty.watched(self._readers.keys()) if faulty is not None else []
+        for seen in watched:
+            reads.want(seen.org_id, seen.name, start=faulty.read_start(now) if faulty else now)
+        changed = 0
+        for one in judged:
+            try:
+                changed += await self._act(one, reads, now)
+            except Exception:
+                log.exception("throughput check of %s/%s %s failed", one.org_id, one.cluster, one.job)
+        if faulty is not None:
+            try:
+                changed += await faulty.check(watched, reads, now=now)
+            except Exception:
+                log.exception("faulty-node check failed")
         return changed
 
     async def summary(self, org_ids: Sequence[str], cluster: str, *, hours: float, now: datetime) -> list[JobSummary]:
@@ -174,34 +283,101 @@ class ThroughputMonitor:
         async with self._desk.db.session() as session:
             return list(await crud.samples(session, org_id=org_id, cluster=cluster, job=job, since=since, until=until))
 
-    async def _check_job(self, org_id: str, cluster: str, job: str, row: Episode | None, now: datetime) -> int:
+    async def _judge(self, org_id: str, cluster: str, job: str, row: Episode | None, now: datetime) -> Judged | None:
         since = now - WINDOW
         if row is not None:  # an open anomaly is judged against the healthy hour before it, however long it lasts
             since = max(min(since, (row.failing_since or row.opened_at) - BASELINE_BEFORE), now - LONGEST_REPLAY)
         rows = await self.samples(org_id, cluster, job, since=since, until=now + timedelta(minutes=5))
         if not rows:
-            return 0  # silent for longer than the window: an open stall stays open until throughput is back
+            return None  # silent for longer than the window: an open stall stays open until throughput is back
         ended: list[Anomaly] = []
         detector = run_detector(rows, thresholds_for(self._desk.program, org_id), now, ended=ended)
+        return Judged(org_id, cluster, job, row, rows, detector, ended)
+
+    async def _act(self, judged: Judged, reads: MetricsReads, now: datetime) -> int:
+        row, detector, rows = judged.row, judged.detector, judged.rows
         current = detector.current
         if current is None:
             if row is not None and detector.baseline is not None:  # no baseline: no verdict, nothing closes
-                await self._close(row, detector, rows, now, note="throughput is back", ended=ended[-1:])
+                await self._close(row, detector, rows, now, note="throughput is back", ended=judged.ended[-1:])
                 return 1
             return 0
-        if row is not None and row.status == current.kind:
-            return 0
-        if row is not None:  # a slowdown became a hang (or back): the same episode, not a recovery
-            cause = await self._likely_cause(org_id, cluster, current.start, now)
-            message = f"{self._figures(detector, current, unit_of(rows))} Now a {current.kind}. {cause}"
-            await self._desk.update(row, {"status": current.kind, "message": message[:1000], "updated_at": now})
-            if not row.silenced:  # the edit keeps saying the cluster is silenced, and its button
-                silence = await self._desk.silence_for(org_id, row.backend, cluster)
-                note = f"It is now a {current.kind}: {message}"
-                await self._desk.note(row, note, cluster=None, silence=silence, tone=Tone.WORSE, coordination=False)
+        verdict = await self._assess(judged, reads, now)
+        if row is None:
+            await self._open(judged.org_id, judged.cluster, judged.job, current, detector, rows, now, verdict)
             return 1
-        await self._open(org_id, cluster, job, current, detector, rows, now)
+        new_kind = row.status != current.kind
+        new_verdict = isinstance(verdict, Verdict) and (verdict.cause.value, list(verdict.suspects)) != (
+            row.cause,
+            list(row.suspects),
+        )
+        if not new_kind and not new_verdict:
+            return 0
+        first_named = isinstance(verdict, Verdict) and bool(verdict.suspects) and not row.suspects
+        values: dict[str, object] = {"updated_at": now}
+        if new_kind:
+            values["status"] = current.kind
+        if isinstance(verdict, Verdict) and new_verdict:
+            values.update(await self._verdict_values(row.org_id, row.cluster_name, verdict))
+        culprit = self._culprit_line(verdict, row)
+        cause = await self._likely_cause(row.org_id, row.cluster_name, current.start, now)
+        # A slowdown that became a hang (or back) is the same episode, not a recovery.
+        now_a = f" Now a {current.kind}." if new_kind else ""
+        message = f"{self._figures(detector, current, unit_of(rows))}{now_a} {cause} {culprit}".strip()
+        values["message"] = message[:1000]
+        await self._desk.update(row, values)
+        if not row.silenced:  # the edit keeps saying the cluster is silenced, and its button
+            silence = await self._desk.silence_for(row.org_id, row.backend, row.cluster_name)
+            if new_kind:
+                note, tone = f"It is now a {current.kind}: {message}", Tone.WORSE
+            else:
+                note, tone = f"Per-node metrics now say: {culprit}", Tone.NEWS
+            await self._desk.note(row, note, cluster=None, silence=silence, tone=tone, coordination=False)
+            if first_named and isinstance(verdict, Verdict) and verdict.chart is not None and row.message_ts:
+                await upload_peer_chart(self._desk, row, verdict.chart, thread_ts=row.message_ts)
         return 1
+
+    async def _assess(self, judged: Judged, reads: MetricsReads, now: datetime) -> Assessed:
+        """The culprit of the job's anomaly: its cluster's nodes against their peers over the anomaly and the
+        healthy hour before it."""
+        since = judged.since
+        if since is None:
+            return None
+        healthy_start = since - HEALTHY_BEFORE
+        metrics = await reads.get(judged.org_id, judged.cluster, start=healthy_start)
+        if metrics is None or isinstance(metrics, ReadFailed):
+            return metrics
+        if not metrics.series:
+            return ReadFailed(f"Prometheus has no series of cluster `{judged.cluster}` for this window")
+        return await self._culprit(metrics, healthy_start=healthy_start, since=since, now=now)
+
+    async def _culprit(
+        self, metrics: ClusterMetrics, *, healthy_start: datetime, since: datetime, now: datetime
+    ) -> Verdict | None:
+        try:  # a few hundred milliseconds of arithmetic for a big cluster: off the event loop
+            return await asyncio.to_thread(
+                find_culprit, metrics, healthy_start=healthy_start, episode_start=since, episode_end=now
+            )
+        except Exception:  # a fault in the analysis is logged whole; the alert goes on without a culprit
+            log.exception("finding the culprit of %s failed", metrics.cluster)
+            return None
+
+    async def _verdict_values(self, org_id: str, cluster: str, verdict: Verdict) -> dict[str, Any]:
+        """The episode's columns for a verdict: its cause and suspects, and, on HyperPod, the first suspect as
+        the node its Replace/Reboot buttons act on."""
+        act_on = []
+        if verdict.suspects and await self._desk.backend_of(org_id, cluster) is Backend.HYPERPOD:
+            act_on = [verdict.suspects[0]]
+        return {"cause": verdict.cause.value, "suspects": list(verdict.suspects), "node_ids": act_on}
+
+    @staticmethod
+    def _culprit_line(verdict: Assessed, row: Episode | None) -> str:
+        if isinstance(verdict, Verdict):
+            return culprit_text(verdict)
+        if isinstance(verdict, ReadFailed):  # what was said before stands; else why nothing can be said
+            said = named_text(row.cause, row.suspects) if row is not None else ""
+            return said or unreadable_text(verdict)
+        return ""
 
     def _figures(self, detector: JobDetector, anomaly: Anomaly | None, unit: str) -> str:
         baseline = detector.baseline
@@ -238,11 +414,14 @@ class ThroughputMonitor:
         detector: JobDetector,
         rows: Sequence[ThroughputSample],
         now: datetime,
+        verdict: Assessed = None,
     ) -> None:
         unit = unit_of(rows)
-        message = (
-            f"{self._figures(detector, anomaly, unit)} {await self._likely_cause(org_id, cluster, anomaly.start, now)}"
-        )
+        cause = await self._likely_cause(org_id, cluster, anomaly.start, now)
+        message = f"{self._figures(detector, anomaly, unit)} {cause} {self._culprit_line(verdict, None)}".strip()
+        columns: dict[str, Any] = {"node_ids": []}
+        if isinstance(verdict, Verdict):
+            columns = await self._verdict_values(org_id, cluster, verdict)
         row = await self._desk.open(
             Episode(
                 org_id=org_id,
@@ -251,12 +430,12 @@ class ThroughputMonitor:
                 node_key=job,
                 kind=job_kind.KIND.name,
                 state="open",
-                node_ids=[],
                 status=anomaly.kind,
                 message=message[:1000],
                 opened_at=now,
                 failing_since=anomaly.start,
                 updated_at=now,
+                **columns,
             )
         )
         if row is None or not row.channel_id:
@@ -264,6 +443,8 @@ class ThroughputMonitor:
         await self._desk.announce([row], silence=await self._desk.silence_for(org_id, row.backend, cluster))
         if row.message_ts and not row.silenced:
             await self._chart(row, now, thread_ts=row.message_ts, anomaly=anomaly)
+            if isinstance(verdict, Verdict) and verdict.suspects and verdict.chart is not None:
+                await upload_peer_chart(self._desk, row, verdict.chart, thread_ts=row.message_ts)
 
     async def _close(
         self,
@@ -305,7 +486,8 @@ class ThroughputMonitor:
         worst = min(during) if during else 0.0  # a hang has no samples at all: nothing went through
         text = ", ".join(parts) + "." if parts else ""
         text += f" At its worst {worst:,.0f} {unit}."
-        return f"{text} {await self._likely_cause(row.org_id, row.cluster_name, since, now)}".strip()
+        cause = await self._likely_cause(row.org_id, row.cluster_name, since, now)
+        return f"{text} {cause} {named_text(row.cause, row.suspects)}".strip()
 
     async def chart(
         self, org_id: str, cluster: str, job: str | None, *, hours: float, now: datetime, anomaly: Anomaly | None = None
