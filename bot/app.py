@@ -40,9 +40,11 @@ from bot.ingest.known_clusters import KnownClusters
 from bot.metrics import Metrics
 from bot.monitor.cloudwatch import CloudWatchPull
 from bot.monitor.events import EventQueue
+from bot.monitor.faulty import FaultyNodeMonitor
 from bot.monitor.jobs import ThroughputMonitor
 from bot.monitor.lease import LeaderLease, default_holder
 from bot.monitor.nodes import NodeMonitor
+from bot.node_metrics.prometheus import reader_for
 from bot.operations import Operations
 from bot.scheduler import LeaderScheduler, Monitors
 from bot.services import Services
@@ -105,7 +107,14 @@ def build_services(
     ledger = UsageLedger(db=db, poster=poster, program=program)
     digest = WeeklyDigest(db=db, poster=poster, program=program, holder=holder)
     monitor = NodeMonitor(desk=desk, fleet=fleet, ledger=ledger, metrics=metrics)
-    throughput = ThroughputMonitor(desk=desk, keep_raw=timedelta(days=settings.pitcrew_throughput_raw_days))
+    # Per-node metrics (the culprit in a job alert, faulty-node alerts): one reader per org that has them.
+    readers = {org.id: reader for org in program.orgs if (reader := reader_for(org, accounts)) is not None}
+    throughput = ThroughputMonitor(
+        desk=desk,
+        keep_raw=timedelta(days=settings.pitcrew_throughput_raw_days),
+        readers=readers,
+        faulty=FaultyNodeMonitor(desk=desk),
+    )
     scheduler, lease, monitors = None, None, None
     if settings.pitcrew_monitor:
         queue_url = program.monitor.event_queue_url
@@ -279,5 +288,6 @@ async def stop(services: Services) -> None:
     await services.drain()
     await services.audit.close()
     await services.poster.aclose()
+    await services.throughput.aclose()
     services.fleet.close()
     await services.db.dispose()
