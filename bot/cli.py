@@ -11,12 +11,19 @@ import json
 import logging
 import socket as net  # `socket` is the Socket Mode command below
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from bot import resources
 from bot.clusters.templates import TemplateError, TemplateSet, load_templates
-from bot.config import ProgramConfig, ProgramFileError, Settings, load_program, summary
+from bot.config import MetricsConfig, ProgramConfig, ProgramFileError, Settings, load_program, summary
 from bot.logs import configure_logging
+
+if TYPE_CHECKING:
+    from bot.monitor.replay import TraceSpan
+    from bot.node_metrics.series import ClusterMetrics
 
 
 def _program(settings: Settings, path: str | None = None) -> ProgramConfig:
@@ -279,25 +286,163 @@ def token_revoke(settings: Settings, prefix: str) -> int:
     return 0
 
 
-def throughput_replay(path: Path, *, stall_after: float, drop_ratio: float, sustain: float) -> int:
-    """Print the detector's episodes over a recorded trace, one JSON object per line (tuning thresholds)."""
+REPLAY_METRICS_PROBLEM = 2  # exit code: `throughput replay`'s metrics source is wrong or unreachable (1: the file)
+_LABEL_HINT = "give a Prometheus label name (letters, digits and _, not starting with a digit)"
+_REPLAY_METRICS_FLAGS = {  # MetricsConfig's fields as the replay's flags, and how to give each right
+    "prometheus_url": ("--metrics-url", "give the Prometheus base URL with its scheme, e.g. http://localhost:9090"),
+    "node_label": ("--node-label", _LABEL_HINT),
+    "cluster_label": ("--cluster-label", _LABEL_HINT),
+}
+_AWS_REGION = r"^[a-z]{2}(-[a-z]+)+-\d$"
+
+
+class _ReplayMetricsProblem(Exception):
+    """One line saying what is wrong with the replay's metrics source and how to give it right."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Signing:
+    """How the replay signs its Prometheus requests (SigV4, service aps): the region and the credentials."""
+
+    region: str
+    credentials: Callable[[], Any]
+
+
+def _replay_metrics_config(
+    url: str | None, *, node_label: str | None, cluster_label: str | None, sigv4: bool, region: str | None
+) -> MetricsConfig | None:
+    import pydantic
+
+    if url is None:
+        given = [
+            flag
+            for flag, value in (
+                ("--node-label", node_label),
+                ("--cluster-label", cluster_label),
+                ("--sigv4", sigv4 or None),
+                ("--region", region),
+            )
+            if value is not None
+        ]
+        if given:
+            raise _ReplayMetricsProblem(f"{', '.join(given)} without --metrics-url: give the Prometheus to read too")
+        return None
+    if region is not None and not sigv4:
+        raise _ReplayMetricsProblem("--region is for signing: give --sigv4 too (Amazon Managed Service for Prometheus)")
+    labels = {"node_label": node_label, "cluster_label": cluster_label}
+    try:
+        return MetricsConfig(
+            prometheus_url=url, sigv4=sigv4, **{name: value for name, value in labels.items() if value is not None}
+        )
+    except pydantic.ValidationError as error:
+        name = str(error.errors()[0]["loc"][0])
+        flag, hint = _REPLAY_METRICS_FLAGS.get(name, (name, "see pitcrew throughput replay --help"))
+        value = {"prometheus_url": url, **labels}.get(name)
+        raise _ReplayMetricsProblem(f"{flag} {value!r} is not valid: {hint}") from None
+
+
+def _replay_signing(region: str | None) -> _Signing:
+    """The region (--region, else the AWS configuration's) and the standard chain's credentials, checked now so
+    a missing one is said before the trace is replayed."""
+    import re
+
+    import boto3
+
+    session = boto3.Session(region_name=region)
+    region = region or session.region_name
+    if not region:
+        raise _ReplayMetricsProblem("--sigv4 needs the workspace's region: give --region (e.g. us-east-1)")
+    if not re.match(_AWS_REGION, region):
+        raise _ReplayMetricsProblem(f"--region {region!r} is not an AWS region: give one such as us-east-1")
+    if session.get_credentials() is None:
+        raise _ReplayMetricsProblem(
+            "--sigv4 found no AWS credentials in the standard chain: set AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or run with a role"
+        )
+    return _Signing(region=region, credentials=session.get_credentials)
+
+
+async def _read_trace_metrics(
+    span: TraceSpan, config: MetricsConfig, signing: _Signing | None
+) -> dict[str, ClusterMetrics]:
+    from bot.monitor.replay import read_trace_metrics
+    from bot.node_metrics.prometheus import PrometheusReader
+
+    if signing is None:
+        reader = PrometheusReader(config=config)
+    else:
+        reader = PrometheusReader(config=config, credentials=signing.credentials, region=signing.region)
+    try:
+        return await read_trace_metrics(span, reader)
+    finally:
+        await reader.aclose()
+
+
+def throughput_replay(
+    path: Path,
+    *,
+    stall_after: float,
+    drop_ratio: float,
+    sustain: float,
+    metrics_url: str | None = None,
+    node_label: str | None = None,
+    cluster_label: str | None = None,
+    sigv4: bool = False,
+    region: str | None = None,
+) -> int:
+    """Print the detector's episodes over a recorded trace, one JSON object per line (tuning thresholds); with
+    `metrics_url`, the cause and suspects per-node metrics from that Prometheus show, and faulty nodes."""
     from datetime import timedelta
 
-    from bot.monitor.replay import ReplayError, replay_csv
+    from bot.monitor.replay import ReplayError, TraceSpan, iso, replay_csv, with_culprits
     from bot.monitor.throughput import Thresholds
 
     thresholds = Thresholds(
         stall_after=timedelta(minutes=stall_after), drop_ratio=drop_ratio, sustain=timedelta(minutes=sustain)
     )
     try:
-        for episode in replay_csv(path, thresholds):
-            print(json.dumps(episode), flush=False)
+        config = _replay_metrics_config(
+            metrics_url, node_label=node_label, cluster_label=cluster_label, sigv4=sigv4, region=region
+        )
+        signing = _replay_signing(region) if config is not None and config.sigv4 else None
+    except _ReplayMetricsProblem as problem:
+        print(problem, file=sys.stderr)
+        return REPLAY_METRICS_PROBLEM
+    span = TraceSpan()
+    try:
+        episodes = replay_csv(path, thresholds, span=None if config is None else span)
+        if config is None:  # streamed as detected: nothing to wait for
+            for episode in episodes:
+                print(json.dumps(episode), flush=False)
+            return 0
+        replayed = list(episodes)
     except OSError as error:
         print(f"cannot read {path}: {error.strerror}", file=sys.stderr)
         return 1
     except ReplayError as error:
         print(f"{path}: {error}", file=sys.stderr)
         return 1
+    from bot.node_metrics.prometheus import MetricsError
+
+    try:
+        metrics = asyncio.run(_read_trace_metrics(span, config, signing))
+    except MetricsError as error:
+        print(
+            f"{error}; check --metrics-url: the Prometheus base URL (e.g. http://localhost:9090), or for Amazon "
+            "Managed Service for Prometheus the workspace URL with --sigv4 --region",
+            file=sys.stderr,
+        )
+        return REPLAY_METRICS_PROBLEM
+    for cluster, read in metrics.items():
+        if not read.series:
+            print(
+                f'{config.prometheus_url} has no metrics with {config.cluster_label}="{cluster}" from '
+                f"{iso(read.start)} to {iso(read.end)}: {cluster}'s episodes get cause unknown "
+                "(is --cluster-label right?)",
+                file=sys.stderr,
+            )
+    for episode in with_culprits(replayed, span, metrics):
+        print(json.dumps(episode), flush=False)
     return 0
 
 
@@ -398,6 +543,20 @@ def parser() -> argparse.ArgumentParser:
     replay.add_argument("--stall-after", type=float, default=10.0, metavar="MIN", help="minutes (default 10)")
     replay.add_argument("--drop-ratio", type=float, default=0.6, metavar="R", help="of the baseline (default 0.6)")
     replay.add_argument("--sustain", type=float, default=5.0, metavar="MIN", help="minutes (default 5)")
+    replay.add_argument(
+        "--metrics-url",
+        metavar="URL",
+        help="a Prometheus with the clusters' DCGM and EFA metrics: each episode gets its cause and suspects, "
+        "and faulty nodes are listed too",
+    )
+    replay.add_argument("--node-label", metavar="LABEL", help="the label naming a node (default instance_id)")
+    replay.add_argument("--cluster-label", metavar="LABEL", help="the label naming a cluster (default cluster)")
+    replay.add_argument(
+        "--sigv4",
+        action="store_true",
+        help="sign requests (Amazon Managed Service for Prometheus) with the standard AWS credential chain",
+    )
+    replay.add_argument("--region", metavar="REGION", help="the workspace's region, with --sigv4 (default: AWS's)")
     track = sub.add_parser("track", help="tracking records")
     track_sub = track.add_subparsers(dest="track_command", required=True)
     export = track_sub.add_parser("export", help="write an org's living tracking document (Markdown)")
@@ -436,7 +595,15 @@ def main(argv: list[str] | None = None) -> int:
         return socket(settings)
     if args.command == "throughput":
         return throughput_replay(
-            args.file, stall_after=args.stall_after, drop_ratio=args.drop_ratio, sustain=args.sustain
+            args.file,
+            stall_after=args.stall_after,
+            drop_ratio=args.drop_ratio,
+            sustain=args.sustain,
+            metrics_url=args.metrics_url,
+            node_label=args.node_label,
+            cluster_label=args.cluster_label,
+            sigv4=args.sigv4,
+            region=args.region,
         )
     if args.command == "track":
         return track_export(settings, args.org, args.output)

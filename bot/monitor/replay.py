@@ -11,6 +11,15 @@ Episodes come out in the order they were detected, each once it has ended (or at
 `end` None if it had not): `{"kind", "org", "cluster", "job", "start", "detected_at", "end", "cause",
 "suspects"}`. Throughput alone names no culprit: `cause` is "unknown" and `suspects` empty (per-node metrics
 are what can name one).
+
+With per-node metrics (`pitcrew throughput replay FILE.csv --metrics-url URL`) a second step, kept apart so
+the replay itself stays free of I/O, names them: `replay`/`replay_csv` fill a `TraceSpan` (each cluster's
+orgs and first ts, the trace's last ts); `read_trace_metrics` reads each cluster once through a reader over
+[its first ts - HEALTHY_BEFORE, the last ts]; `with_culprits` (pure) gives each job episode the cause and
+suspects `find_culprit` finds over [start, end or the last ts] against the hour before, and adds the
+`faulty_node` episodes `faulty_episodes` finds over the same metrics: `{"kind": "faulty_node", "org",
+"cluster", "job": None, "node", "cause", "suspects": [node], "start", "detected_at", "end"}`. All of them come
+out sorted by detected_at (then kind, org, cluster, job, node). A cluster without metrics keeps "unknown"/[].
 """
 
 from __future__ import annotations
@@ -19,12 +28,15 @@ import csv
 import heapq
 import math
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from bot.monitor.throughput import DEFAULT_THRESHOLDS, Anomaly, JobDetector, Sample, Thresholds
+from bot.node_metrics.culprit import HEALTHY_BEFORE, faulty_episodes, find_culprit
+from bot.node_metrics.series import ClusterMetrics, FaultEpisode
 
 HEADER = ("ts", "org", "cluster", "job", "tokens_per_second", "event")
 JobKey = tuple[str, str, str]
@@ -44,19 +56,52 @@ def iso(ts: datetime) -> str:
     return ts.astimezone(UTC).replace(tzinfo=None).isoformat() + "Z"
 
 
+@dataclass(kw_only=True)
+class ClusterSpan:
+    """The rows of one cluster in a trace: the orgs that name it (in order of appearance) and its first ts."""
+
+    orgs: list[str]
+    first: datetime
+
+
+@dataclass(kw_only=True)
+class TraceSpan:
+    """Where and when a trace's rows are, filled as the replay reads them: what the metrics are read over."""
+
+    clusters: dict[str, ClusterSpan] = field(default_factory=dict)
+    last: datetime | None = None  # the last ts of the whole trace: where the replay advances every job
+
+    def observe(self, org: str, cluster: str, ts: datetime) -> None:
+        span = self.clusters.get(cluster)
+        if span is None:
+            self.clusters[cluster] = ClusterSpan(orgs=[org], first=ts)
+        elif org not in span.orgs:
+            span.orgs.append(org)
+        self.last = ts  # rows are in time order
+
+    def metrics_range(self, cluster: str) -> tuple[datetime, datetime]:
+        """[first ts - HEALTHY_BEFORE, last ts]: the healthy hour before the cluster's first row included."""
+        assert self.last is not None, "a cluster is in the span only once a row is"
+        return self.clusters[cluster].first - HEALTHY_BEFORE, self.last
+
+
 def replay(
     rows: Iterable[dict[str, str]],
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
     *,
     detector: DetectorFactory = JobDetector,
+    span: TraceSpan | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """Replay rows as `csv.DictReader` gives them (the first row is line 2 of the file)."""
-    return _replay(enumerate(rows, start=2), thresholds, detector)
+    """Replay rows as `csv.DictReader` gives them (the first row is line 2 of the file); `span`, when given, is
+    filled as the rows are read (complete once the iterator is exhausted)."""
+    return _replay(enumerate(rows, start=2), thresholds, detector, span)
 
 
-def replay_csv(path: Path, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Iterator[dict[str, Any]]:
+def replay_csv(
+    path: Path, thresholds: Thresholds = DEFAULT_THRESHOLDS, *, span: TraceSpan | None = None
+) -> Iterator[dict[str, Any]]:
     """Replay a CSV file; raises ReplayError (naming the line) on a bad header or row, as it reaches it."""
-    return _replay(_read_csv(Path(path)), thresholds, JobDetector)
+    return _replay(_read_csv(Path(path)), thresholds, JobDetector, span)
 
 
 def _read_csv(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
@@ -152,7 +197,10 @@ def _parse_row(row: dict[str, str], line: int) -> tuple[JobKey, str | None, floa
 
 
 def _replay(
-    numbered: Iterable[tuple[int, dict[str, str]]], thresholds: Thresholds, make_detector: DetectorFactory
+    numbered: Iterable[tuple[int, dict[str, str]]],
+    thresholds: Thresholds,
+    make_detector: DetectorFactory,
+    span: TraceSpan | None,
 ) -> Iterator[dict[str, Any]]:
     detectors: dict[JobKey, JobDetector] = {}
     deadlines: list[tuple[datetime, int, JobKey]] = []  # (deadline, tie-break, job); at most one entry per job
@@ -203,6 +251,8 @@ def _replay(
                     line, f"ts {text} is before the previous row's {iso(previous_ts)} (rows must be in time order)"
                 )
             previous_text, previous_ts = text, ts
+        if span is not None:
+            span.observe(key[0], key[1], ts)
         fire_until(ts)
         detector = detectors.get(key)
         if detector is None:
@@ -222,3 +272,85 @@ def _replay(
             record(key, detector.advance(previous_ts))
     while pending:
         yield pending.popleft().as_dict()
+
+
+class ClusterMetricsReader(Protocol):
+    """What reads a cluster's per-node metrics (`bot.node_metrics.prometheus.PrometheusReader`)."""
+
+    async def cluster_metrics(self, cluster: str, *, start: datetime, end: datetime) -> ClusterMetrics: ...
+
+
+async def read_trace_metrics(span: TraceSpan, reader: ClusterMetricsReader) -> dict[str, ClusterMetrics]:
+    """Each cluster of the trace read once, over `span.metrics_range`; a cluster Prometheus has nothing for
+    comes back with no series (its episodes stay "unknown"). The reader's errors pass through."""
+    metrics: dict[str, ClusterMetrics] = {}
+    for cluster in span.clusters:
+        start, end = span.metrics_range(cluster)
+        metrics[cluster] = await reader.cluster_metrics(cluster, start=start, end=end)
+    return metrics
+
+
+def with_culprits(
+    episodes: Iterable[dict[str, Any]], span: TraceSpan, metrics: Mapping[str, ClusterMetrics]
+) -> list[dict[str, Any]]:
+    """The replay's episodes with the cause and suspects the metrics show, plus the faulty-node episodes, sorted
+    by detected_at (then kind, org, cluster, job, node). Pure: the metrics were read before."""
+    named: list[dict[str, Any]] = []
+    for episode in episodes:
+        cluster_metrics = metrics.get(episode["cluster"])
+        if cluster_metrics is None or not cluster_metrics.series or span.last is None:
+            named.append(episode)
+            continue
+        start = _parse_iso(episode["start"])
+        end = span.last if episode["end"] is None else _parse_iso(episode["end"])
+        verdict = find_culprit(
+            cluster_metrics, healthy_start=start - HEALTHY_BEFORE, episode_start=start, episode_end=end
+        )
+        named.append({**episode, "cause": verdict.cause.value, "suspects": list(verdict.suspects)})
+    for cluster, cluster_span in span.clusters.items():
+        cluster_metrics = metrics.get(cluster)
+        if cluster_metrics is None or not cluster_metrics.series:
+            continue
+        for fault in faulty_episodes(cluster_metrics):
+            if fault.end is not None and fault.end < cluster_span.first:
+                continue  # over before the trace began: read only as the healthy hour before it
+            named.extend(_faulty_node(org, cluster, fault) for org in cluster_span.orgs)
+    return sorted(named, key=_detection_order)
+
+
+async def replay_with_metrics(
+    episodes: Iterable[dict[str, Any]], span: TraceSpan, reader: ClusterMetricsReader
+) -> list[dict[str, Any]]:
+    """`with_culprits` over what `reader` has for the trace's clusters."""
+    return with_culprits(episodes, span, await read_trace_metrics(span, reader))
+
+
+def _faulty_node(org: str, cluster: str, fault: FaultEpisode) -> dict[str, Any]:
+    return {
+        "kind": "faulty_node",
+        "org": org,
+        "cluster": cluster,
+        "job": None,
+        "node": fault.node,
+        "cause": fault.cause.value,
+        "suspects": [fault.node],
+        "start": iso(fault.start),
+        "detected_at": iso(fault.detected_at),
+        "end": None if fault.end is None else iso(fault.end),
+    }
+
+
+def _parse_iso(text: str) -> datetime:
+    return datetime.fromisoformat(text)  # what `iso` wrote: UTC ending in Z
+
+
+def _detection_order(episode: dict[str, Any]) -> tuple[datetime, str, str, str, str, str]:
+    # By time, not by text: "…00.500000Z" sorts before "…00Z" as text.
+    return (
+        _parse_iso(episode["detected_at"]),
+        episode["kind"],
+        episode["org"],
+        episode["cluster"],
+        episode["job"] or "",
+        episode.get("node", ""),
+    )
