@@ -226,6 +226,41 @@ def test_a_node_still_diverging_at_the_end_of_the_trace_has_no_end(tmp_path: Pat
     assert (faulty["node"], faulty["cause"], faulty["org"], faulty["end"]) == (culprit, "network", "hoshi", None)
 
 
+def test_only_faulty_nodes_the_trace_overlaps_are_listed(tmp_path: Path) -> None:
+    rng = random.Random(37)
+    nodes = node_ids(10, rng)
+    before, across = rng.sample(nodes, 2)
+    path = write(tmp_path, trace_lines([Job(org="kumo-labs", cluster="p5", name="llm")], minutes=90))
+    episodes, span = replayed(path)
+    metrics = cluster_metrics(
+        "p5",
+        nodes,
+        [
+            fault(Cause.NETWORK, before, -55, -25),  # within the healthy hour read before the trace, over by T0
+            fault(Cause.THERMAL, across, -30, 30, gpu=6),  # began before the trace, goes on into it
+        ],
+        minutes=90,
+    )
+
+    named = with_culprits(episodes, span, {"p5": metrics})
+
+    assert [(e["node"], e["cause"]) for e in named] == [(across, "thermal")]
+    assert parse(named[0]["start"]) < T0 < parse(named[0]["end"])
+
+
+def test_a_cluster_two_orgs_name_gets_the_faulty_node_once_per_org(tmp_path: Path) -> None:
+    rng = random.Random(41)
+    nodes = node_ids(8, rng)
+    culprit = rng.choice(nodes)
+    jobs = [Job(org="kumo-labs", cluster="shared", name="a"), Job(org="hoshi", cluster="shared", name="b")]
+    episodes, span = replayed(write(tmp_path, trace_lines(jobs, minutes=120)))
+    metrics = cluster_metrics("shared", nodes, [fault(Cause.NETWORK, culprit, 40, 80)], minutes=120)
+
+    named = with_culprits(episodes, span, {"shared": metrics})
+
+    assert [(e["org"], e["node"]) for e in named] == [("hoshi", culprit), ("kumo-labs", culprit)]
+
+
 def test_a_cluster_without_metrics_keeps_unknown_and_others_are_named(tmp_path: Path) -> None:
     rng = random.Random(17)
     nodes = node_ids(10, rng)
