@@ -13,13 +13,13 @@ The model is one synchronous data-parallel job on every node of the cluster:
   - `thermal`: the throttled GPU (or every GPU of the node when `gpu` is None) runs at
     `1 - 0.4 x severity` of its clock, at 83-92 °C; the job runs at that pace, so every other GPU's tensor
     activity drops by as much (they wait), while the straggler's own stays high;
-  - `network`: the node's EFA traffic falls to `1 - 0.8 x severity` of its peers', retransmits rise to
-    30-330/s per device; the job slows to `1 - 0.4 x severity`, every node's tensor activity and traffic
+  - `network`: the node's EFA traffic (or one device's: `device`) falls to `1 - 0.8 x severity` of its
+    peers', retransmits rise to 30-330/s per device; the job slows to `1 - 0.4 x severity`, every node's tensor activity and traffic
     with it;
   - `input` (`node` None): every node waits for data alike: utilization, tensor activity, power and EFA
     traffic all fall to `1 - 0.6 x severity`;
   - `gpu`: XID 79 (the default: the GPU reports it for a minute, then its series vanish, fallen off the
-    bus), XID 74 (NVLink: the GPU stays, idle) or `xid=0` (a GPU dead without an XID: zero utilization,
+    bus; with `dcgm_lost` the node's whole DCGM exporter goes with it), XID 74 (NVLink: the GPU stays, idle) or `xid=0` (a GPU dead without an XID: zero utilization,
     idle power); the job hangs: every other GPU spins in NCCL at 100 % utilization with no tensor activity
     and no EFA traffic;
   - `gpu_memory`: XID 48 (the default), 63, 64, 94 or 95 on the GPU; the job goes on.
@@ -56,7 +56,12 @@ EFA_SIGNALS = (Signal.EFA_RX, Signal.EFA_TX, Signal.EFA_RETRANS)
 class Injected:
     """A fault: on `node` (None for `input`: every node), from `start` to `end` (Unix seconds; None: until
     cleared), on GPU `gpu` (thermal: None throttles the whole node; gpu/gpu_memory: None means GPU 0),
-    `severity` from 0 (nothing) to 1 (strong), `xid` the code for gpu/gpu_memory faults (None: 79 / 48)."""
+    `severity` from 0 (nothing) to 1 (strong), `xid` the code for gpu/gpu_memory faults (None: 79 / 48).
+
+    Beyond the contract, all optional: `device` (network: the index of the one EFA device that degrades,
+    None: every device of the node), `duty` (the share of the time the fault is on, in bursts of 1-10
+    minutes: an intermittent fault), `dcgm_lost` (gpu, XID 79: the driver falls over and takes the node's
+    whole DCGM exporter with it, so the XID shows for one scrape and then the node reports no GPU at all)."""
 
     cause: Cause
     node: str | None
@@ -65,10 +70,17 @@ class Injected:
     gpu: int | None = None
     severity: float = 1.0
     xid: int | None = None
+    device: int | None = None
+    duty: float = 1.0
+    dcgm_lost: bool = False
 
     def active(self, times: np.ndarray) -> np.ndarray:
         end = np.inf if self.end is None else self.end
-        return (times >= self.start) & (times < end)
+        on = (times >= self.start) & (times < end)
+        if self.duty < 1.0:
+            period = 120.0 + zlib.crc32(repr(self).encode()) % 480  # bursts of duty x 2-10 minutes
+            on &= np.mod(times - self.start, period) < max(self.duty, 0.0) * period
+        return on
 
 
 @dataclass(frozen=True)
@@ -279,8 +291,9 @@ class NodeMetricsSimulator:
         dead = np.zeros((t, n, g), dtype=bool)
         gone = np.zeros((t, n, g), dtype=bool)
         xid = np.zeros((t, n, g))
-        efa_factor = np.ones((t, n, 1))
-        retrans_extra = np.zeros((t, n, 1))
+        efa_factor = np.ones((t, n, d))
+        retrans_extra = np.zeros((t, n, d))
+        dcgm_lost = np.zeros((t, n), dtype=bool)
         for fault in self.faults:
             on = fault.active(times)
             s = float(np.clip(fault.severity, 0.0, 1.0))
@@ -300,8 +313,9 @@ class NodeMetricsSimulator:
                 hot[on, i, gpus] = np.maximum(hot[on, i, gpus], 83 + 9 * s)
             elif fault.cause is Cause.NETWORK:
                 pace = np.where(on, np.minimum(pace, 1 - 0.4 * s), pace)
-                efa_factor[on, i] *= 1 - 0.8 * s
-                retrans_extra[on, i] += 30 + 300 * s
+                devices = slice(None) if fault.device is None else slice(fault.device, fault.device + 1)
+                efa_factor[on, i, devices] *= 1 - 0.8 * s
+                retrans_extra[on, i, devices] += 30 + 300 * s
             elif fault.cause is Cause.GPU:
                 gpu = fault.gpu or 0
                 code = 79 if fault.xid is None else fault.xid
@@ -310,6 +324,8 @@ class NodeMetricsSimulator:
                 xid[on, i, gpu] = code
                 if code == 79:
                     gone[on & (times >= fault.start + XID_GONE_AFTER), i, gpu] = True
+                    if fault.dcgm_lost:
+                        dcgm_lost[on & (times >= fault.start + XID_GONE_AFTER), i] = True
             elif fault.cause is Cause.GPU_MEMORY:
                 xid[on, i, fault.gpu or 0] = 48 if fault.xid is None else fault.xid
 
@@ -328,8 +344,7 @@ class NodeMetricsSimulator:
         clock = clock0 * clock_factor
         power = hw.idle_power_w + (power0 - hw.idle_power_w) * load * np.where(straggler, clock_factor, 1.0)
         efa = efa0 * pace[:, None, None] * feed3 * efa_factor
-        retrans = hw.retrans_per_s + retrans_extra * (1 + noisy(0.15, (t, n, 1)))
-        retrans = np.broadcast_to(retrans, (t, n, d)).copy()
+        retrans = hw.retrans_per_s + retrans_extra * (1 + noisy(0.15, (t, n, d)))
 
         hang3 = hang[:, None, None]
         tensor = np.where(hang3, 0.01, tensor)
@@ -362,7 +377,7 @@ class NodeMetricsSimulator:
         tx = np.round(np.maximum(efa * (1 + noisy(0.03, (t, n, d))), 0.0))
         retrans = np.round(np.maximum(retrans + noisy(0.3, (t, n, d)), 0.0), 2)
 
-        dcgm_up = present.copy()
+        dcgm_up = present & ~dcgm_lost
         efa_up = present.copy()
         for gap in self.gaps:
             if gap.node not in index:

@@ -69,8 +69,10 @@ RETRANS_TIMES = 5.0
 INPUT_DROP = 0.85  # utilization against the healthy window below which every node "waits"
 PERSISTENT = 0.5  # share of an episode's judged steps
 OPEN_SHARE = 0.6  # share of the window's steps for a faulty node
-CLEAR_SHARE = 0.2
-PRESENT_SHARE = 0.5
+CLEAR_SHARE = 0.1
+JUDGED_SHARE = 0.5  # a node is clear only if it was seen at work with its peers over half of the window
+HUNG_UTIL = 80.0  # peers at this utilization with no tensor activity: the job hangs (NCCL spins)
+HUNG_TENSOR = 0.05
 
 # The kinds of divergence, most telling first (the order suspects are ranked in).
 KINDS = ("xid_gpu", "gpu_gone", "gpu_dead", "xid_memory", "thermal", "network")
@@ -124,6 +126,7 @@ class _Grid:
     times: np.ndarray
     nodes: tuple[str, ...]
     gpus: tuple[str, ...]
+    devices: tuple[str, ...]
     gpu: dict[Signal, np.ndarray]
     efa: dict[Signal, np.ndarray]
 
@@ -157,7 +160,7 @@ def _grid(metrics: ClusterMetrics) -> _Grid:
             efa[s.signal][at[keep], node_index[s.node], device_index[s.device]] = values[keep]
         else:
             gpu[s.signal][at[keep], node_index[s.node], gpu_index[s.device]] = values[keep]
-    return _Grid(times=times, nodes=nodes, gpus=gpus, gpu=gpu, efa=efa)
+    return _Grid(times=times, nodes=nodes, gpus=gpus, devices=devices, gpu=gpu, efa=efa)
 
 
 @dataclass(frozen=True)
@@ -178,7 +181,8 @@ class _Steps:
     peer_clock: np.ndarray  # (steps, nodes)
     peer_temp: np.ndarray
     efa_total: np.ndarray  # rx + tx summed over devices (steps, nodes)
-    efa_per_device: np.ndarray
+    traffic: np.ndarray  # rx + tx per device (steps, nodes, devices)
+    efa_per_device: np.ndarray  # the node's median device
     peer_efa_per_device: np.ndarray
     peer_efa_total: np.ndarray
     retrans_total: np.ndarray
@@ -245,8 +249,14 @@ def _steps(grid: _Grid) -> _Steps:
     peer_count = _peer_median(count_float)
     enough = gpu_count >= 0.5 * np.nan_to_num(peer_count, nan=0.0)
     gone = dcgm_up[..., None] & ~has & (seen_before | hole | ((peers_report >= 0.5) & (n > 1) & enough[..., None]))
-    flags["gpu_gone"] = gone.any(axis=2)
-    which["gpu_gone"] = np.where(flags["gpu_gone"], np.argmax(gone, axis=2), -1)
+    # Or every GPU of the node gone (XID 79 can take the driver, and the DCGM exporter, with it) while the
+    # node itself is still there (its EFA reports) and the job hangs: its peers spin at full utilization with
+    # no tensor activity. An exporter restart in a healthy job is not that: the peers keep working.
+    peer_tensor = _peer_median(_nanmedian(g[Signal.TENSOR_ACTIVE], axis=2))
+    hung = (peer_util >= HUNG_UTIL) & (peer_tensor <= HUNG_TENSOR)
+    all_gone = ~dcgm_up & efa_up & np.logical_or.accumulate(dcgm_up, axis=0) & hung
+    flags["gpu_gone"] = np.asarray(gone.any(axis=2)) | all_gone
+    which["gpu_gone"] = np.where(gone.any(axis=2), np.argmax(gone, axis=2), -1)
 
     # A GPU dead beside working ones: no utilization, near-idle power, while its node's GPUs work.
     node_power = _nanmedian(power, axis=2)
@@ -263,16 +273,20 @@ def _steps(grid: _Grid) -> _Steps:
     which["thermal"] = np.where(flags["thermal"], np.nanargmin(np.where(slow, ratio, np.inf), axis=2), -1)
 
     # Network: less traffic than the peers (per device, so a device the exporter misses does not count),
-    # with retransmits up.
+    # with retransmits up; on the whole node (its median device), or on one device (a bad link or cable,
+    # which a node's median over 32 devices would hide), against the peers' median device.
     traffic = np.where(efa_has, np.nan_to_num(rx) + np.nan_to_num(tx), np.nan)
     efa_per_device = _nanmedian(traffic, axis=2) if traffic.shape[2] else np.full((steps, n), np.nan)
     peer_efa = _peer_median(efa_per_device)
     retrans_per_device = _nanmedian(retrans, axis=2)
     peer_retrans = _peer_median(retrans_per_device)
     efa_ratio = efa_per_device / peer_efa
-    retrans_up = retrans_per_device > np.maximum(RETRANS_FLOOR, RETRANS_TIMES * np.nan_to_num(peer_retrans))
-    flags["network"] = judged & (((efa_ratio < EFA_LOW) & retrans_up) | (efa_ratio < EFA_VERY_LOW))
-    which["network"] = np.full((steps, n), -1)
+    retrans_floor = np.maximum(RETRANS_FLOOR, RETRANS_TIMES * np.nan_to_num(peer_retrans))
+    retrans_up = retrans_per_device > retrans_floor
+    whole = ((efa_ratio < EFA_LOW) & retrans_up) | (efa_ratio < EFA_VERY_LOW)
+    one_device = (traffic / peer_efa[..., None] < EFA_VERY_LOW) & (retrans > retrans_floor[..., None])
+    flags["network"] = judged & (whole | one_device.any(axis=2))
+    which["network"] = np.where(judged & ~whole & one_device.any(axis=2), np.argmax(one_device, axis=2), -1)
 
     efa_total = np.where(efa_up, np.nansum(np.where(efa_has, traffic, 0.0), axis=2), np.nan)
     return _Steps(
@@ -289,6 +303,7 @@ def _steps(grid: _Grid) -> _Steps:
         peer_clock=peer_clock,
         peer_temp=peer_temp,
         efa_total=efa_total,
+        traffic=traffic,
         efa_per_device=efa_per_device,
         peer_efa_per_device=peer_efa,
         peer_efa_total=_peer_median(efa_total),
@@ -340,7 +355,9 @@ class _Finding:
 def _denominator(st: _Steps, kind: str, rows: np.ndarray, i: int) -> int:
     if kind in XID_KINDS:
         return 1
-    if kind in ("gpu_gone", "gpu_dead"):
+    if kind == "gpu_gone":
+        return int(st.up[rows, i].sum())
+    if kind == "gpu_dead":
         return int(st.dcgm_up[rows, i].sum())
     return int(st.judged[rows, i].sum())
 
@@ -355,6 +372,9 @@ def _evidence(st: _Steps, kind: str, rows: np.ndarray, i: int, gpu: int) -> str:
         if kind == "xid_gpu" and st.flags["gpu_gone"][rows, i].any():
             text += ", then the GPU vanished"
         return text
+    if kind == "gpu_gone" and gpu < 0:
+        util = _median(st.peer_util[flagged, i])
+        return f"all its GPU metrics gone while the job hangs (peers at {_num(util)} % utilization, no tensor activity)"
     if kind == "gpu_gone":
         peers = _median(st.peer_count[flagged, i])
         reports = "peers report " + _num(peers) if not np.isnan(peers) else "it reported earlier"
@@ -380,6 +400,12 @@ def _evidence(st: _Steps, kind: str, rows: np.ndarray, i: int, gpu: int) -> str:
         extra = "" if np.isnan(peer_temp) or temp - peer_temp >= 8 else f", {_num(power)} W"
         return f"{who} at {_num(clock)} MHz and {heat}{extra}, peers {_num(peer_clock)} MHz"
     # network
+    if gpu >= 0:
+        device = grid.devices[gpu]
+        own = _median(st.traffic[flagged, i, gpu])
+        peers = _median(st.peer_efa_per_device[flagged, i])
+        retrans = _median(grid.efa[Signal.EFA_RETRANS][flagged, i, gpu])
+        return f"EFA device {device} {_gbps(own)} vs peers {_gbps(peers)} per device, retransmits {_num(retrans)}/s"
     own = _median(st.efa_total[flagged, i])
     peers = _median(st.peer_efa_total[flagged, i])
     retrans = _median(st.retrans_total[flagged, i])
@@ -400,6 +426,15 @@ def _chart(st: _Steps, kind: str, rows: np.ndarray, i: int, gpu: int) -> PeerCha
     if kind == "thermal":
         suspect, peers = per_gpu(Signal.SM_CLOCK)
         return PeerChart(Signal.SM_CLOCK, f"SM clock of GPU {label} (MHz)", node, times, suspect, peers)
+    if kind == "network" and 0 <= gpu < len(grid.devices):
+        return PeerChart(
+            Signal.EFA_RX,
+            f"EFA traffic of {grid.devices[gpu]}, rx + tx (GB/s)",
+            node,
+            times,
+            tuple((st.traffic[rows, i, gpu] / 1e9).tolist()),
+            tuple((st.peer_efa_per_device[rows, i] / 1e9).tolist()),
+        )
     if kind == "network":
         return PeerChart(
             Signal.EFA_RX,
@@ -448,8 +483,12 @@ def _findings(
                 if fraction < share:
                     continue
             gpu = _mode(st.which_gpu[kind][flagged, i])
+            if kind == "network" and 2 * int((st.which_gpu[kind][flagged, i] >= 0).sum()) <= hits:
+                gpu = -1  # mostly the whole node, not one device
             if kind == "thermal":
                 depth = _median(st.node_clock[flagged, i, gpu] / st.peer_clock[flagged, i])
+            elif kind == "network" and gpu >= 0:
+                depth = _median(st.traffic[flagged, i, gpu] / st.peer_efa_per_device[flagged, i])
             elif kind == "network":
                 depth = _median(st.efa_per_device[flagged, i] / st.peer_efa_per_device[flagged, i])
             else:
@@ -486,8 +525,9 @@ def _fell_from_healthy(st: _Steps, f: _Finding, episode: np.ndarray, healthy: np
         now = _median(st.node_clock[episode & st.flags["thermal"][:, i], i, f.gpu])
         return bool(now < CLOCK_RATIO * before) if not np.isnan(before) else False
     if f.kind == "network":
-        before = _median(st.efa_per_device[healthy & st.judged[:, i], i])
-        now = _median(st.efa_per_device[episode & st.flags["network"][:, i], i])
+        traffic = st.traffic[:, i, f.gpu] if f.gpu >= 0 else st.efa_per_device[:, i]
+        before = _median(traffic[healthy & st.judged[:, i]])
+        now = _median(traffic[episode & st.flags["network"][:, i]])
         return bool(now < EFA_LOW * before) if not np.isnan(before) else False
     return True
 
@@ -582,6 +622,8 @@ def _faults(st: _Steps, rows: np.ndarray, window_steps: int, only: Sequence[int]
 def _assess(st: _Steps, rows: np.ndarray, window_steps: int) -> list[NodeAssessment]:
     present = st.up[rows].any(axis=0)
     faults = _faults(st, rows, window_steps)
+    counts = {kind: st.flags[kind][rows].sum(axis=0) for kind in KINDS}
+    _, clear = _decide(counts, st.judged[rows].sum(axis=0), window_steps)
     out: list[NodeAssessment] = []
     for i, node in enumerate(st.grid.nodes):
         if not present[i]:
@@ -590,12 +632,21 @@ def _assess(st: _Steps, rows: np.ndarray, window_steps: int) -> list[NodeAssessm
         if fault is not None:
             out.append(NodeAssessment(node=node, fault=fault, clear=False))
             continue
-        reported = int((rows & st.dcgm_up[:, i]).sum())
-        worst = max(int((rows & st.flags[kind][:, i]).sum()) for kind in KINDS if kind not in XID_KINDS)
-        xids = any((rows & st.flags[kind][:, i]).any() for kind in XID_KINDS)
-        clear = not xids and worst <= CLEAR_SHARE * window_steps and reported >= PRESENT_SHARE * window_steps
-        out.append(NodeAssessment(node=node, fault=None, clear=clear))
+        out.append(NodeAssessment(node=node, fault=None, clear=bool(clear[i])))
     return out
+
+
+def _decide(counts: dict[str, np.ndarray], judged: np.ndarray, window_steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """From per-node counts of flagged steps in a window: which nodes may open (a kind over OPEN_SHARE of the
+    window, an XID on two samples) and which are plainly clear (no XID, every kind on at most CLEAR_SHARE of
+    the window, and seen at work with its peers over JUDGED_SHARE of it: idling is no evidence of health)."""
+    candidate = np.zeros(judged.shape, dtype=bool)
+    for kind in KINDS:
+        candidate |= counts[kind] >= (2 if kind in XID_KINDS else OPEN_SHARE * window_steps)
+    worst = np.max([counts[kind] for kind in KINDS if kind not in XID_KINDS], axis=0)
+    xids = np.any([counts[kind] > 0 for kind in XID_KINDS], axis=0)
+    clear = ~xids & (worst <= CLEAR_SHARE * window_steps) & (judged >= JUDGED_SHARE * window_steps)
+    return candidate, clear
 
 
 def _window_rows(grid: _Grid, at: datetime, window: timedelta) -> np.ndarray:
@@ -629,7 +680,7 @@ def faulty_episodes(
     # them with cumulative sums, and build the assessment (evidence, chart) only where one would open.
     cumulative = {k: np.concatenate([[np.zeros(len(grid.nodes))], np.cumsum(v, axis=0)]) for k, v in st.flags.items()}
     cum_up = np.concatenate([[np.zeros(len(grid.nodes))], np.cumsum(st.up, axis=0)])
-    cum_dcgm = np.concatenate([[np.zeros(len(grid.nodes))], np.cumsum(st.dcgm_up, axis=0)])
+    cum_judged = np.concatenate([[np.zeros(len(grid.nodes))], np.cumsum(st.judged, axis=0)])
     open_: dict[str, FaultEpisode] = {}
     done: list[FaultEpisode] = []
     for check in checks:
@@ -637,13 +688,7 @@ def faulty_episodes(
         lo = int(np.searchsorted(grid.times, check - window.total_seconds() - 1e-6, side="left"))
         counts = {k: cumulative[k][hi] - cumulative[k][lo] for k in KINDS}
         present = (cum_up[hi] - cum_up[lo]) > 0
-        reported = cum_dcgm[hi] - cum_dcgm[lo]
-        candidate = np.zeros(len(grid.nodes), dtype=bool)
-        for k in KINDS:
-            candidate |= counts[k] >= (2 if k in XID_KINDS else OPEN_SHARE * window_steps)
-        worst = np.max([counts[k] for k in KINDS if k not in XID_KINDS], axis=0)
-        xids = np.any([counts[k] > 0 for k in XID_KINDS], axis=0)
-        clear = ~xids & (worst <= CLEAR_SHARE * window_steps) & (reported >= PRESENT_SHARE * window_steps)
+        candidate, clear = _decide(counts, cum_judged[hi] - cum_judged[lo], window_steps)
         at = _at(check)
         for i, node in enumerate(grid.nodes):
             episode = open_.get(node)

@@ -321,3 +321,56 @@ def test_healthy_clusters_blame_nobody(
     assert verdict.suspects == () and verdict.cause is Cause.UNKNOWN
     assert faulty_episodes(metrics) == []
     assert all(a.fault is None for a in assess_nodes(metrics, at=at(T0 + 2 * HOUR)))
+
+
+def test_one_bad_efa_device_among_32() -> None:
+    devices = [f"rdmap{k}s{k}" for k in range(32)]
+    sim = cluster(efa_devices=devices)
+    sim.inject(Injected(cause=Cause.NETWORK, node=NODES[6], start=EPISODE, end=None, device=17, severity=0.9))
+    metrics = sim.series(start=T0, end=EPISODE + 1800)
+    verdict = culprit(metrics)
+    assert (verdict.cause, verdict.suspects) == (Cause.NETWORK, (NODES[6],))
+    assert verdict.evidence.startswith("EFA device rdmap17s17 ")
+    assert verdict.chart is not None and "rdmap17s17" in verdict.chart.title
+    assert [(e.node, e.cause) for e in faulty_episodes(metrics)] == [(NODES[6], Cause.NETWORK)]
+
+
+def test_xid_79_that_takes_the_whole_dcgm_exporter_down() -> None:
+    """The XID shows on one scrape at most, then the node reports no GPU at all while the job hangs; an
+    exporter restart on a healthy node elsewhere in the same hour is not that."""
+    sim = cluster(gaps=[Gap(node=NODES[3], start=EPISODE - 1200, end=EPISODE - 600, exporter="dcgm")])
+    sim.inject(Injected(cause=Cause.GPU, node=NODES[8], start=EPISODE, end=None, gpu=2, dcgm_lost=True))
+    metrics = sim.series(start=T0, end=EPISODE + 1800)
+    without_xid = ClusterMetrics(
+        cluster=metrics.cluster,
+        start=metrics.start,
+        end=metrics.end,
+        step_seconds=metrics.step_seconds,
+        series=tuple(s for s in metrics.series if s.signal is not Signal.XID),
+    )
+    for data in (metrics, without_xid):
+        verdict = culprit(data)
+        assert (verdict.cause, verdict.suspects) == (Cause.GPU, (NODES[8],))
+        assert [(e.node, e.cause) for e in faulty_episodes(data)] == [(NODES[8], Cause.GPU)]
+    assert culprit(without_xid).evidence.startswith("all its GPU metrics gone while the job hangs")
+
+
+def test_an_intermittent_throttle_is_one_episode_not_a_flapping_one() -> None:
+    sim = cluster()
+    sim.inject(Injected(cause=Cause.THERMAL, node=NODES[2], start=EPISODE, end=EPISODE + HOUR, gpu=6, duty=0.75))
+    metrics = sim.series(start=T0, end=EPISODE + 2 * HOUR)
+    (episode,) = faulty_episodes(metrics)
+    assert episode.node == NODES[2] and episode.end is not None
+    assert EPISODE + HOUR <= episode.end.timestamp() <= EPISODE + HOUR + 12 * 60
+
+
+def test_a_job_down_while_a_node_is_faulty_does_not_close_its_alert() -> None:
+    """Idle is no evidence of health: while the job is down for a replacement elsewhere, the faulty node's
+    alert stays open (neither faulty nor clear)."""
+    sim = cluster(
+        checkpoint_every=None,
+        replacements=[Replacement(old=NODES[0], new="i-0fffffffffffffff2", at=EPISODE + 1800, boot_seconds=900)],
+    )
+    sim.inject(Injected(cause=Cause.NETWORK, node=NODES[4], start=EPISODE, end=None, severity=0.7))
+    (episode,) = faulty_episodes(sim.series(start=T0, end=EPISODE + 2 * HOUR))
+    assert episode.node == NODES[4] and episode.end is None

@@ -95,7 +95,7 @@ def test_xid_79_reports_then_the_gpu_vanishes_and_the_job_hangs() -> None:
     assert max(s.times[-1] for s in metrics.series if s.node == NODES[1] and s.device == "5") < HOUR + 61
     assert min(s.times[-1] for s in metrics.series if s.node == NODES[1] and s.device == "4") == 1.5 * HOUR
     peers = values(metrics, Signal.TENSOR_ACTIVE, NODES[0], after=HOUR + 60)
-    assert max(peers) < 0.05 and min(values(metrics, Signal.GPU_UTIL, NODES[0], after=HOUR + 60)) >= 95
+    assert max(peers) < 0.08 and min(values(metrics, Signal.GPU_UTIL, NODES[0], after=HOUR + 60)) >= 95
 
 
 def test_memory_xid_and_a_dead_gpu_without_xid() -> None:
