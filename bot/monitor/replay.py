@@ -32,8 +32,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
+from bot.monitor.metrics_reads import MetricsReader, within
 from bot.monitor.throughput import DEFAULT_THRESHOLDS, Anomaly, JobDetector, Sample, Thresholds
 from bot.node_metrics.culprit import HEALTHY_BEFORE, faulty_episodes, find_culprit
 from bot.node_metrics.series import ClusterMetrics, FaultEpisode
@@ -274,13 +275,7 @@ def _replay(
         yield pending.popleft().as_dict()
 
 
-class ClusterMetricsReader(Protocol):
-    """What reads a cluster's per-node metrics (`bot.node_metrics.prometheus.PrometheusReader`)."""
-
-    async def cluster_metrics(self, cluster: str, *, start: datetime, end: datetime) -> ClusterMetrics: ...
-
-
-async def read_trace_metrics(span: TraceSpan, reader: ClusterMetricsReader) -> dict[str, ClusterMetrics]:
+async def read_trace_metrics(span: TraceSpan, reader: MetricsReader) -> dict[str, ClusterMetrics]:
     """Each cluster of the trace read once, over `span.metrics_range`; a cluster Prometheus has nothing for
     comes back with no series (its episodes stay "unknown"). The reader's errors pass through."""
     metrics: dict[str, ClusterMetrics] = {}
@@ -303,8 +298,12 @@ def with_culprits(
             continue
         start = _parse_iso(episode["start"])
         end = span.last if episode["end"] is None else _parse_iso(episode["end"])
-        verdict = find_culprit(
-            cluster_metrics, healthy_start=start - HEALTHY_BEFORE, episode_start=start, episode_end=end
+        healthy_start = start - HEALTHY_BEFORE
+        verdict = find_culprit(  # on its own window: the analysis costs what it reads, and a trace can be weeks
+            within(cluster_metrics, start=healthy_start, end=end),
+            healthy_start=healthy_start,
+            episode_start=start,
+            episode_end=end,
         )
         named.append({**episode, "cause": verdict.cause.value, "suspects": list(verdict.suspects)})
     for cluster, cluster_span in span.clusters.items():
@@ -319,7 +318,7 @@ def with_culprits(
 
 
 async def replay_with_metrics(
-    episodes: Iterable[dict[str, Any]], span: TraceSpan, reader: ClusterMetricsReader
+    episodes: Iterable[dict[str, Any]], span: TraceSpan, reader: MetricsReader
 ) -> list[dict[str, Any]]:
     """`with_culprits` over what `reader` has for the trace's clusters."""
     return with_culprits(episodes, span, await read_trace_metrics(span, reader))

@@ -530,15 +530,17 @@ class Recording:
         self.answered[cluster] = await self.reader.cluster_metrics(cluster, start=start, end=end)
         return self.answered[cluster]
 
+    async def aclose(self) -> None:
+        await self.reader.aclose()
+
 
 async def test_each_cluster_is_read_once_over_the_trace_and_the_hour_before(world: World, named: Run) -> None:
     episodes, span = replayed(world.trace)
-    reader = PrometheusReader(config=MetricsConfig(prometheus_url=world.url))
-    recording = Recording(reader=reader)
+    recording = Recording(reader=PrometheusReader(config=MetricsConfig(prometheus_url=world.url)))
     try:
         through_reader = await replay_with_metrics(episodes, span, recording)
     finally:
-        await reader.aclose()
+        await recording.aclose()
     last = T0 + TRACE
     assert recording.asked == [
         ("kumo-p5-train", T0 - HEALTHY_BEFORE, last),
