@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -108,15 +108,16 @@ def test_a_gap_restarts_the_counter_as_an_exporter_restart_does(prometheus_with:
     assert _query(url, "rate(node_amazonefa_tx_bytes[2m])", T0 + STEP * 20) == []
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     names=st.lists(
-        st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12),
+        st.text(st.characters(codec="utf-8"), min_size=1, max_size=12),
         min_size=1,
-        max_size=6,
+        max_size=7,
         unique=True,
     )
 )
+@example(names=['a"b', "back\\slash", "new\nline", "cr\rtab\t", "nul\x00", "ユニコード", '{x="y"}'])
 def test_any_label_value_survives_the_round_trip(prometheus_with: Callable[..., str], names: list[str]) -> None:
     """Quotes, backslashes, newlines, non-ASCII in cluster and node names: escaped in the file, matched back."""
     clusters = [
@@ -232,7 +233,7 @@ def test_live_targets_are_scraped_with_their_own_labels(live_exporter: tuple[str
         counter: list[dict[str, Any]] = []
         while datetime.now(UTC).timestamp() < deadline:
             counter = _query(url, 'node_amazonefa_rx_bytes{cluster="live"}[1m]', datetime.now(UTC).timestamp())
-            if counter and len(counter[0]["values"]) >= 4:
+            if counter and len(counter[0]["values"]) >= 3:
                 break
             threading.Event().wait(0.3)
         clock = _query(url, 'DCGM_FI_DEV_SM_CLOCK{cluster="live"}', datetime.now(UTC).timestamp())
