@@ -323,7 +323,7 @@ class ThroughputMonitor:
         cause = await self._likely_cause(row.org_id, row.cluster_name, current.start, now)
         # A slowdown that became a hang (or back) is the same episode, not a recovery.
         now_a = f" Now a {current.kind}." if new_kind else ""
-        message = f"{self._figures(detector, current, unit_of(rows))}{now_a} {cause} {culprit}".strip()
+        message = f"{self._figures(detector, current, unit_of(rows))}{now_a} {cause}\n{culprit}".strip()
         values["message"] = message[:1000]
         await self._desk.update(row, values)
         if not row.silenced:  # the edit keeps saying the cluster is silenced, and its button
@@ -418,7 +418,7 @@ class ThroughputMonitor:
     ) -> None:
         unit = unit_of(rows)
         cause = await self._likely_cause(org_id, cluster, anomaly.start, now)
-        message = f"{self._figures(detector, anomaly, unit)} {cause} {self._culprit_line(verdict, None)}".strip()
+        message = f"{self._figures(detector, anomaly, unit)} {cause}\n{self._culprit_line(verdict, None)}".strip()
         columns: dict[str, Any] = {"node_ids": []}
         if isinstance(verdict, Verdict):
             columns = await self._verdict_values(org_id, cluster, verdict)
@@ -487,7 +487,7 @@ class ThroughputMonitor:
         text = ", ".join(parts) + "." if parts else ""
         text += f" At its worst {worst:,.0f} {unit}."
         cause = await self._likely_cause(row.org_id, row.cluster_name, since, now)
-        return f"{text} {cause} {named_text(row.cause, row.suspects)}".strip()
+        return f"{text} {cause}\n{named_text(row.cause, row.suspects)}".strip()
 
     async def chart(
         self, org_id: str, cluster: str, job: str | None, *, hours: float, now: datetime, anomaly: Anomaly | None = None
