@@ -192,9 +192,10 @@ def prometheus_with() -> Iterator[Callable[..., str]]:
     """`prometheus_with(*cluster_metrics, node_label="instance_id", cluster_label="cluster") -> URL`: a real
     Prometheus (Debian's 2.42) holding exactly these clusters' series, backfilled with promtool (counters as the
     exporters count them, so `rate()` gives the rates back). The same data asked again, by any test of this
-    process, is served by the same server; a few servers are kept running and stopped at the end of the session.
+    process, is served by the same server; the 8 last asked for keep running, all are stopped at the end of the
+    session.
     Read-only: do not rely on a server's contents beyond what you passed."""
-    pool = PrometheusPool(keep=4)
+    pool = PrometheusPool(keep=8)  # ~50 MB each; a test or module fixture may hold up to 8 URLs at once
     try:
         yield pool.holding
     finally:
