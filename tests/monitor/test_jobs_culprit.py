@@ -177,3 +177,41 @@ async def test_an_org_without_metrics_gets_the_alert_it_always_had(
         reads = world.pitcrew.services.throughput.last_reads
         assert reads is not None and not reads.reads, "no org has metrics: nothing is read"
         assert JOB in alert.text
+
+
+async def test_a_verdict_reached_after_a_restart_edits_the_alert_and_tells_its_thread(
+    start: Callable[..., Any], prometheus_with: Callable[..., str], seeded_aws: SeededAws
+) -> None:
+    """The alert opened while Prometheus was unreachable; the bot restarts (state is the episode table) with
+    Prometheus back: the next check names the culprit, edits the alert, says it in the thread with the chart,
+    and the Replace button appears."""
+    nodes = worker_nodes(seeded_aws)[:6]
+    culprit = nodes[1]
+    now = datetime.now(UTC).replace(microsecond=0)
+    since = now - timedelta(minutes=12)
+    simulator = NodeMetricsSimulator(cluster=CLUSTER, nodes=nodes, seed=5)
+    simulator.inject(Injected(cause=Cause.NETWORK, node=culprit, start=since.timestamp(), end=None))
+    url = prometheus_with(simulator.series(start=(now - timedelta(hours=2)).timestamp(), end=now.timestamp()))
+
+    async with start(program_transform=with_metrics(unused_url())) as first:
+        await first.pitcrew.ready.wait()
+        await slowed_job(first, now, since=since)
+        await check(first)
+        (alert,) = alerts_in(first, "Training slowed down")
+        assert "Per-node metrics could not be read" in body(alert)
+        slack = first.slack
+
+    async with start(program_transform=with_metrics(url), slack=slack) as world:
+        await world.pitcrew.ready.wait()
+        await check(world)
+        edited = next(m for m in world.slack.messages if m.ts == alert.ts and m.channel == alert.channel)
+        text = body(edited)
+        assert f"Likely culprit: `{culprit}`" in text and "(network)" in text, text
+        assert "could not be read" not in text
+        assert {"alert_replace", "alert_reboot"} <= action_ids(edited)
+        notes = [m for m in thread(world, alert) if "Per-node metrics now say" in m.text]
+        assert len(notes) == 1 and culprit in notes[0].text
+        assert [m for m in thread(world, alert) if m.files and m.files[0]["filename"].endswith("-peers.png")]
+        assert len(alerts_in(world, "Training slowed down")) == 1, "the same alert, edited: not a second one"
+        row = await job_episode(world)
+        assert (row.cause, row.suspects[:1]) == ("network", [culprit])
