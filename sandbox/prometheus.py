@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import math
 import os
 import shutil
@@ -24,7 +25,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -67,11 +68,11 @@ def _series_labels(
 
 
 def _number(value: float) -> str:
+    if math.isfinite(value):
+        return repr(float(value))
     if math.isnan(value):
         return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return repr(float(value))
+    return "+Inf" if value > 0 else "-Inf"
 
 
 def _cumulative(series: Series, step_seconds: float) -> list[float]:
@@ -119,10 +120,13 @@ def openmetrics(
                 node_label=node_label,
                 cluster_label=cluster_label,
             )
+            if any(later < earlier for earlier, later in itertools.pairwise(series.times)):
+                # promtool takes each series in time order (and a counter is summed in that order).
+                ordered = sorted(zip(series.times, series.values, strict=True))
+                series = replace(series, times=tuple(t for t, _ in ordered), values=tuple(v for _, v in ordered))
             values = _cumulative(series, cluster_metrics.step_seconds) if series_signal.is_counter else series.values
-            order = sorted(range(len(series.times)), key=series.times.__getitem__)
             prefix = series_signal.value + labels + " "
-            lines.extend(f"{prefix}{_number(values[i])} {series.times[i]!r}" for i in order)
+            lines.extend(f"{prefix}{_number(value)} {at!r}" for at, value in zip(series.times, values, strict=True))
     lines.append("# EOF")
     return "\n".join(lines) + "\n"
 

@@ -250,3 +250,19 @@ def test_the_server_is_gone_after_the_block() -> None:
         assert answer.status == 200
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{url}/-/ready", timeout=2)
+
+
+def test_samples_out_of_order_are_written_in_time_order() -> None:
+    """promtool refuses a series that goes back in time; a counter is summed in time order too."""
+    rates = [10.0, 20.0, 30.0, 40.0]
+    ordered = _series(Signal.EFA_RX, "i-1", "rdmap0s31", rates)
+    shuffled = Series(
+        signal=ordered.signal,
+        node=ordered.node,
+        device=ordered.device,
+        times=tuple(reversed(ordered.times)),
+        values=tuple(reversed(ordered.values)),
+    )
+    assert openmetrics([_cluster("c", [shuffled])]) == openmetrics([_cluster("c", [ordered])])
+    counts = [line.split()[1] for line in openmetrics([_cluster("c", [shuffled])]).splitlines()[1:-1]]
+    assert counts == ["0.0", "600.0", "1500.0", "2700.0"]
