@@ -1,8 +1,8 @@
 """Benchmark (not a test): does the peer comparison name the right node and cause, and open faulty-node alerts
 for real faults only?
 
-Generated cluster-days from `sandbox.node_metrics.NodeMetricsSimulator`, each with ten faults (the five
-causes, twice, in a random order, 20-90 minutes each, at least an hour apart) among decoys: checkpoints
+Generated cluster-days from `sandbox.node_metrics.NodeMetricsSimulator`, each with five faults (one of each
+cause, in a random order, 20-90 minutes each, 1.5-3 hours apart) among decoys: checkpoints
 and evaluations (every node idles together, each a few seconds early or late), exporter gaps (DCGM, EFA or
 both, 1-12 minutes), replaced nodes (the old one vanishes, the job is down while the new one boots, then
 it reports) and healthy per-GPU spread.
@@ -98,20 +98,30 @@ def _instance(rng: random.Random) -> str:
 
 
 def _fault(
-    cause: Cause, node: str, start: float, end: float, gpus: int, severity: float, rng: random.Random
+    cause: Cause, node: str, start: float, end: float, gpus: int, devices: int, severity: float, rng: random.Random
 ) -> Injected:
+    """One fault of `cause`, in one of its shapes: XID 79 (a third of them taking the node's whole DCGM
+    exporter down), 74 or a dead GPU without XID; one of the memory XIDs (a third shown for 30-120 s only);
+    a throttled GPU or node (a quarter of them intermittent, on 50-90 % of the time); a node's or (with
+    several devices) one device's degraded EFA."""
     if cause is Cause.INPUT:
         return Injected(cause=cause, node=None, start=start, end=end, severity=severity)
     if cause is Cause.GPU:
-        return Injected(
-            cause=cause, node=node, start=start, end=end, gpu=rng.randrange(gpus), xid=rng.choice([79, 74, 0])
-        )
+        xid = rng.choice([79, 74, 0])
+        lost = xid == 79 and rng.random() < 0.33
+        return Injected(cause=cause, node=node, start=start, end=end, gpu=rng.randrange(gpus), xid=xid, dcgm_lost=lost)
     if cause is Cause.GPU_MEMORY:
+        shown = rng.uniform(30, 120) if rng.random() < 0.3 else None  # a third show the XID for a scrape or few
+        xid = rng.choice([48, 63, 64, 94, 95])
         return Injected(
-            cause=cause, node=node, start=start, end=end, gpu=rng.randrange(gpus), xid=rng.choice([48, 63, 64, 94, 95])
+            cause=cause, node=node, start=start, end=end, gpu=rng.randrange(gpus), xid=xid, xid_seconds=shown
         )
-    gpu = None if cause is Cause.NETWORK or rng.random() < 0.25 else rng.randrange(gpus)
-    return Injected(cause=cause, node=node, start=start, end=end, gpu=gpu, severity=severity)
+    if cause is Cause.NETWORK:
+        device = rng.randrange(devices) if devices > 1 and rng.random() < 0.4 else None
+        return Injected(cause=cause, node=node, start=start, end=end, device=device, severity=severity)
+    gpu = None if rng.random() < 0.25 else rng.randrange(gpus)
+    duty = rng.uniform(0.5, 0.9) if rng.random() < 0.25 else 1.0
+    return Injected(cause=cause, node=node, start=start, end=end, gpu=gpu, severity=severity, duty=duty)
 
 
 def _day(
@@ -170,22 +180,26 @@ def _day(
         gaps=gap_list,
         replacements=replaced,
     )
-    # Ten faults, one of each cause twice, an hour apart, on nodes that are not replaced.
+    # Five faults, one of each cause, 1.5-3 hours apart (room for decoy episodes), on nodes not replaced.
     stable = [n for n in names if n not in {r.old for r in replaced}]
-    order = list(CAUSES) * 2
+    order = list(CAUSES)
     rng.shuffle(order)
     day = ClusterDay(sim=sim, start=start, end=end, step=step, faults=[])
     t = start + 1.5 * 3600
     for cause in order:
         length = rng.uniform(20, 90) * 60
-        fault = _fault(cause, rng.choice(stable), t, t + length, gpus, rng.uniform(*severity), rng)
+        fault = _fault(cause, rng.choice(stable), t, t + length, gpus, devices, rng.uniform(*severity), rng)
         sim.inject(fault)
         day.faults.append(fault)
-        t += length + rng.uniform(60, 75) * 60
+        t += length + rng.uniform(90, 180) * 60
     for fault in day.faults:
         ep_start = fault.start + rng.uniform(-120, 120)
         ep_end = min(fault.start + rng.uniform(300, 1200), (fault.end or end) - 30)
         label = f"{fault.cause.value}" + (f" xid {fault.xid}" if fault.xid is not None else "")
+        label += " (DCGM lost)" if fault.dcgm_lost else ""
+        label += f" (device {fault.device})" if fault.device is not None else ""
+        label += f" (duty {fault.duty:.2f})" if fault.duty < 1 else ""
+        label += f" (XID for {fault.xid_seconds:.0f} s)" if fault.xid_seconds is not None else ""
         day.episodes.append(_episode(day, ep_start, ep_end, fault.node, fault.cause, label, fault.severity))
     # Decoy episodes: at gaps, replacements (once the new node is up, and while it boots) and random times.
     busy = [(f.start - 1800, (f.end or end) + 1800) for f in day.faults]
@@ -285,7 +299,7 @@ def shifted_days(seed: int, count: int) -> list[ClusterDay]:
                 seed=seed * 1000 + 500 + k,
                 nodes=rng.randint(4, 40),
                 gpus=gpus,
-                devices=rng.choice([1, 2, 4, 8, 16]),
+                devices=rng.choice([1, 2, 4, 8, 16, 32]),
                 hardware=rng.choice(HARDWARE),
                 step=rng.choice([30.0, 60.0]),
                 severity=(0.15, 1.0),

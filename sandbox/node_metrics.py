@@ -14,15 +14,16 @@ The model is one synchronous data-parallel job on every node of the cluster:
     `1 - 0.4 x severity` of its clock, at 83-92 °C; the job runs at that pace, so every other GPU's tensor
     activity drops by as much (they wait), while the straggler's own stays high;
   - `network`: the node's EFA traffic (or one device's: `device`) falls to `1 - 0.8 x severity` of its
-    peers', retransmits rise to 30-330/s per device; the job slows to `1 - 0.4 x severity`, every node's tensor activity and traffic
-    with it;
+    peers', retransmits rise to 30-330/s per device; the job slows to `1 - 0.4 x severity`, every node's
+    tensor activity and traffic with it;
   - `input` (`node` None): every node waits for data alike: utilization, tensor activity, power and EFA
     traffic all fall to `1 - 0.6 x severity`;
   - `gpu`: XID 79 (the default: the GPU reports it for a minute, then its series vanish, fallen off the
-    bus; with `dcgm_lost` the node's whole DCGM exporter goes with it), XID 74 (NVLink: the GPU stays, idle) or `xid=0` (a GPU dead without an XID: zero utilization,
-    idle power); the job hangs: every other GPU spins in NCCL at 100 % utilization with no tensor activity
-    and no EFA traffic;
-  - `gpu_memory`: XID 48 (the default), 63, 64, 94 or 95 on the GPU; the job goes on.
+    bus; with `dcgm_lost` the node's whole DCGM exporter goes with it), XID 74 (NVLink: the GPU stays,
+    idle) or `xid=0` (a GPU dead without an XID: zero utilization, idle power); the job hangs: every
+    other GPU spins in NCCL at 100 % utilization with no tensor activity and no EFA traffic;
+  - `gpu_memory`: XID 48 (the default), 63, 64, 94 or 95 on the GPU (for `xid_seconds` only, if given: the
+    gauge may show it for a scrape or two); the job goes on.
 - **Decoys** (options, all normal life that must blame nobody): checkpoints and evaluations
   (`checkpoint_every`/`checkpoint_seconds`, `evaluation_every`/`evaluation_seconds`: every node idles
   together, each a few seconds early or late: `pause_jitter`), exporter gaps (`gaps`: a node's DCGM or EFA
@@ -61,7 +62,8 @@ class Injected:
     Beyond the contract, all optional: `device` (network: the index of the one EFA device that degrades,
     None: every device of the node), `duty` (the share of the time the fault is on, in bursts of 1-10
     minutes: an intermittent fault), `dcgm_lost` (gpu, XID 79: the driver falls over and takes the node's
-    whole DCGM exporter with it, so the XID shows for one scrape and then the node reports no GPU at all)."""
+    whole DCGM exporter with it, so the XID shows for one scrape and then the node reports no GPU at all),
+    `xid_seconds` (how long the XID gauge shows the code from `start`; None: while the fault lasts)."""
 
     cause: Cause
     node: str | None
@@ -73,6 +75,7 @@ class Injected:
     device: int | None = None
     duty: float = 1.0
     dcgm_lost: bool = False
+    xid_seconds: float | None = None
 
     def active(self, times: np.ndarray) -> np.ndarray:
         end = np.inf if self.end is None else self.end
@@ -81,6 +84,11 @@ class Injected:
             period = 120.0 + zlib.crc32(repr(self).encode()) % 480  # bursts of duty x 2-10 minutes
             on &= np.mod(times - self.start, period) < max(self.duty, 0.0) * period
         return on
+
+    def xid_showing(self, times: np.ndarray) -> np.ndarray:
+        if self.xid_seconds is None:
+            return np.ones(times.shape, dtype=bool)
+        return times < self.start + self.xid_seconds
 
 
 @dataclass(frozen=True)
@@ -321,13 +329,13 @@ class NodeMetricsSimulator:
                 code = 79 if fault.xid is None else fault.xid
                 hang |= on
                 dead[on, i, gpu] = True
-                xid[on, i, gpu] = code
+                xid[on & fault.xid_showing(times), i, gpu] = code
                 if code == 79:
                     gone[on & (times >= fault.start + XID_GONE_AFTER), i, gpu] = True
                     if fault.dcgm_lost:
                         dcgm_lost[on & (times >= fault.start + XID_GONE_AFTER), i] = True
             elif fault.cause is Cause.GPU_MEMORY:
-                xid[on, i, fault.gpu or 0] = 48 if fault.xid is None else fault.xid
+                xid[on & fault.xid_showing(times), i, fault.gpu or 0] = 48 if fault.xid is None else fault.xid
 
         rng = np.random.default_rng([self.seed, int(times[0] * 1000) % (1 << 62), t])
         shape = (t, n, g)

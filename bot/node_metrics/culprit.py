@@ -10,18 +10,25 @@ What a node shows, per step:
 
 - `gpu`: an XID 79 (fallen off the bus) or 74 (NVLink) on one of its GPUs; a GPU that stopped reporting
   while the node's others still do (it reported earlier, or it leaves a hole in the GPU indices, or its
-  peers report it); a GPU at no utilization and near-idle power while the node's other GPUs work;
+  peers report it); every GPU of the node gone while its EFA still reports and the job hangs (its peers at
+  80 % utilization or more with no tensor activity: NCCL spinning); a GPU at no utilization and at most half
+  the power of its node's working GPUs;
 - `gpu_memory`: an XID 48, 63, 64, 94 or 95 (ECC, row remapping); other XIDs (13, 31, 43, ...) are the
   application's and blame no node;
 - `thermal`: a working GPU's SM clock below 0.9 of its peers' median clock;
-- `network`: the node's EFA traffic (rx + tx, per device) below 0.85 of its peers' with retransmits up (over
-  10/s per device and 5 times its peers'), or below half of its peers' whatever the retransmits.
+- `network`: the node's EFA traffic (rx + tx; its median device, or any one device, so one bad link among
+  32 shows) below 0.85 of its peers' median device with retransmits up there (over 10/s per device and 5
+  times its peers'), or below half of it whatever the retransmits.
 
-`find_culprit` names the nodes that show one of these over at least half of the episode's judged steps (an
-XID on one sample is enough: it is a discrete event), most likely first: a fresh GPU fault, then a fresh
-memory XID, then thermal, then network, then XIDs that were already there throughout the healthy window.
-When no node diverges and every node's utilization is down against the healthy window (but not idle:
-a job that is not running at all is not starved for data), the cause is `input`; otherwise `unknown`.
+`find_culprit` names the nodes that show one of these over at least a third of the episode's judged steps
+(a healthy node shows next to none; an XID on one sample is enough: it is a discrete event, and one in the 5
+minutes before the episode's start counts, since the throughput episode starts after its trigger), most
+likely first: a fresh GPU fault, then a fresh memory XID, then thermal, then network, then XIDs that were
+already there throughout the healthy window. When no node diverges and every node's utilization is down
+against the healthy window (steps where every node idles, checkpoints and the job down, left out of both;
+a job idle over most of the episode is not running, not starved for data), the cause is `input`;
+otherwise `unknown`. What it cannot tell: a throttle under 10 %, a link under 15 % slower without
+retransmits, a fault on half the cluster (the median is then no longer healthy).
 
 Tiny clusters. With two nodes the "peers' median" is the other node; every rule above is one-sided (slower,
 less traffic, an XID), so the healthy node of the two is never the one below; `find_culprit` also requires a
@@ -29,9 +36,10 @@ two-node suspect's clock or traffic to have fallen against its own healthy windo
 peers: only its XIDs, a vanished GPU and a dead GPU beside working ones can name it.
 
 `assess_nodes` judges the last `window`: a fault when the divergence covers 60 % of the window's steps (an
-XID: two samples), `clear` when it covers at most 20 % of them, no XID shows and the node reported for at
-least half of the window; neither in between, so an alert neither flaps nor closes during an exporter gap.
-`faulty_episodes` replays that check every `every` over the whole range, computing the steps once."""
+XID: two samples); `clear` when no XID shows, every divergence covers at most 10 % of the steps, and the node
+was seen at work with its peers over half of them (idling, an exporter gap or the job down is no evidence of
+health); neither in between, so an alert neither flaps nor closes while the job is down. `faulty_episodes`
+replays that check every `every` over the whole range, computing the steps once."""
 
 from __future__ import annotations
 
@@ -60,14 +68,15 @@ MEMORY_XIDS = frozenset({48, 63, 64, 94, 95})
 BUSY_UTIL = 50.0  # % GPU utilization from which a GPU, a node or its peers count as at work
 IDLE_UTIL = 10.0  # a cluster whose median node is below this is not running, not starved
 DEAD_UTIL = 5.0
-DEAD_POWER_SHARE = 0.35  # a dead GPU's power against its node's working GPUs
+DEAD_POWER_SHARE = 0.5  # a dead GPU's power against its node's working GPUs (at most half)
 CLOCK_RATIO = 0.9
 EFA_LOW = 0.85
 EFA_VERY_LOW = 0.5
 RETRANS_FLOOR = 10.0  # retransmits per second per device that count as "up", and 5 x the peers'
 RETRANS_TIMES = 5.0
 INPUT_DROP = 0.85  # utilization against the healthy window below which every node "waits"
-PERSISTENT = 0.5  # share of an episode's judged steps
+PERSISTENT = 1 / 3  # share of an episode's judged steps (a healthy node shows next to none)
+XID_LEAD = timedelta(minutes=5)  # an XID this long before the episode's start is its trigger (the start lags)
 OPEN_SHARE = 0.6  # share of the window's steps for a faulty node
 CLEAR_SHARE = 0.1
 JUDGED_SHARE = 0.5  # a node is clear only if it was seen at work with its peers over half of the window
@@ -284,7 +293,9 @@ def _steps(grid: _Grid) -> _Steps:
     retrans_floor = np.maximum(RETRANS_FLOOR, RETRANS_TIMES * np.nan_to_num(peer_retrans))
     retrans_up = retrans_per_device > retrans_floor
     whole = ((efa_ratio < EFA_LOW) & retrans_up) | (efa_ratio < EFA_VERY_LOW)
-    one_device = (traffic / peer_efa[..., None] < EFA_VERY_LOW) & (retrans > retrans_floor[..., None])
+    device_ratio = traffic / peer_efa[..., None]
+    device_retrans_up = retrans > retrans_floor[..., None]
+    one_device = ((device_ratio < EFA_LOW) & device_retrans_up) | (device_ratio < EFA_VERY_LOW)
     flags["network"] = judged & (whole | one_device.any(axis=2))
     which["network"] = np.where(judged & ~whole & one_device.any(axis=2), np.argmax(one_device, axis=2), -1)
 
@@ -461,6 +472,7 @@ def _findings(
     chart_rows: np.ndarray,
     fixed_count: int | None = None,
     only: Sequence[int] | None = None,
+    kinds: Sequence[str] = KINDS,
 ) -> list[_Finding]:
     """What each node (or the nodes `only`) shows over `rows`: every kind flagged over `share` of its
     denominator (or of `fixed_count` steps, for the faulty-node window), XIDs on one sample at least (two in
@@ -468,7 +480,7 @@ def _findings(
     out: list[_Finding] = []
     for i in range(len(st.grid.nodes)) if only is None else only:
         node = st.grid.nodes[i]
-        for kind in KINDS:
+        for kind in kinds:
             flagged = rows & st.flags[kind][:, i]
             hits = int(flagged.sum())
             if not hits:
@@ -553,7 +565,11 @@ def find_culprit(
     if not (episode & st.up.any(axis=1)).any():
         return Verdict(Cause.UNKNOWN, evidence="no per-node metrics over the episode")
     chart_rows = healthy | episode
-    findings = _findings(st, episode, share=PERSISTENT, chart_rows=chart_rows)
+    findings = _findings(
+        st, episode, share=PERSISTENT, chart_rows=chart_rows, kinds=[k for k in KINDS if k not in XID_KINDS]
+    )
+    lead = _rows(grid, episode_start - XID_LEAD, episode_start, inclusive=False)
+    findings += _findings(st, episode | lead, share=PERSISTENT, chart_rows=chart_rows, kinds=XID_KINDS)
     nodes_present = int(st.up[episode].any(axis=0).sum())
     if nodes_present <= 2:
         findings = [f for f in findings if _fell_from_healthy(st, f, episode, healthy)]
@@ -579,14 +595,20 @@ def find_culprit(
 def _no_single_node(st: _Steps, episode: np.ndarray, healthy: np.ndarray) -> Verdict:
     """No node diverges: every node starved alike (input), or nothing to tell (unknown)."""
     cluster_util = _nanmedian(st.node_util, axis=1)
+    reported = episode & ~np.isnan(cluster_util)
+    if not reported.any():
+        return Verdict(Cause.UNKNOWN, evidence="no GPU metrics over the episode")
+    # Steps where every node idles together (checkpoints, the job down) are left out of both windows: a
+    # starved loader leaves the GPUs some work; a job mostly idle over the episode is not running.
+    working = cluster_util >= IDLE_UTIL
+    if (reported & working).sum() < 0.5 * reported.sum():
+        idle = _median(cluster_util[reported])
+        return Verdict(
+            Cause.UNKNOWN, evidence=f"every node idle (GPU utilization {_num(idle)} %): the job is not running"
+        )
+    episode, healthy = episode & working, healthy & working
     now = _median(cluster_util[episode])
     before = _median(cluster_util[healthy])
-    if np.isnan(now):
-        return Verdict(Cause.UNKNOWN, evidence="no GPU metrics over the episode")
-    if now < IDLE_UTIL:
-        return Verdict(
-            Cause.UNKNOWN, evidence=f"every node idle (GPU utilization {_num(now)} %): the job is not running"
-        )
     if np.isnan(before):
         return Verdict(Cause.UNKNOWN, evidence="no node diverges from its peers; no healthy window to compare with")
     if now <= INPUT_DROP * before:
