@@ -225,17 +225,18 @@ class ThroughputMonitor:
         for one in judged:
             if one.since is not None:
                 reads.want(one.org_id, one.cluster, start=one.since - HEALTHY_BEFORE)
-        faulty = self._faulty if self._readers else None
-        watched = await faulty.watched(self._readers.keys()) if faulty is not None else []
-        for seen in watched:
-            reads.want(seen.org_id, seen.name, start=faulty.read_start(now) if faulty else now)
+        faulty = self._faulty
+        watched = await faulty.watched(self._readers.keys()) if faulty is not None and self._readers else []
+        if faulty is not None:
+            for seen in watched:
+                reads.want(seen.org_id, seen.name, start=faulty.read_start(now))
         changed = 0
         for one in judged:
             try:
                 changed += await self._act(one, reads, now)
             except Exception:
                 log.exception("throughput check of %s/%s %s failed", one.org_id, one.cluster, one.job)
-        if faulty is not None:
+        if faulty is not None:  # with nothing watched, it only closes what is left open (metrics unconfigured)
             try:
                 changed += await faulty.check(watched, reads, now=now)
             except Exception:
@@ -331,7 +332,8 @@ class ThroughputMonitor:
             if new_kind:
                 note, tone = f"It is now a {current.kind}: {message}", Tone.WORSE
             else:
-                note, tone = f"Per-node metrics now say: {culprit}", Tone.NEWS
+                said = culprit if culprit.startswith("Per-node metrics") else f"Per-node metrics now say: {culprit}"
+                note, tone = said, Tone.NEWS
             await self._desk.note(row, note, cluster=None, silence=silence, tone=tone, coordination=False)
             if first_named and isinstance(verdict, Verdict) and verdict.chart is not None and row.message_ts:
                 await upload_peer_chart(self._desk, row, verdict.chart, thread_ts=row.message_ts)
