@@ -1,5 +1,6 @@
 """What the leader replica runs on a schedule (APScheduler): the monitors (a node sweep every
-`monitor.node_sweep_seconds`, the CloudWatch throughput pull, the throughput check and, when
+`monitor.node_sweep_seconds`, the CloudWatch throughput pull, the throughput check (with, for orgs with
+per-node metrics, each job alert's culprit and the faulty-node check: bot.monitor.faulty) and, when
 `monitor.event_queue_url` is set, a consumer of the EventBridge queue, by long polling) and the weekly digest
 with its catch-up. `PITCREW_MONITOR=false` leaves out the monitors, `PITCREW_DIGEST=false` the digest.
 
