@@ -10,9 +10,9 @@ What a node shows, per step:
 
 - `gpu`: an XID 79 (fallen off the bus) or 74 (NVLink) on one of its GPUs; a GPU that stopped reporting
   while the node's others still do (it reported earlier, or it leaves a hole in the GPU indices, or its
-  peers report it); every GPU of the node gone while its EFA still reports and the job hangs (its peers at
-  80 % utilization or more with no tensor activity: NCCL spinning); a GPU at no utilization and at most half
-  the power of its node's working GPUs;
+  peers report it); every GPU of the node gone while its EFA still reports and the job hangs since it went
+  dark (its peers at 80 % utilization or more with no tensor activity: NCCL spinning); a GPU at no
+  utilization and at most half the power of its node's working GPUs;
 - `gpu_memory`: an XID 48, 63, 64, 94 or 95 (ECC, row remapping); other XIDs (13, 31, 43, ...) are the
   application's and blame no node;
 - `thermal`: a working GPU's SM clock below 0.9 of its peers' median clock;
@@ -82,6 +82,7 @@ CLEAR_SHARE = 0.1
 JUDGED_SHARE = 0.5  # a node is clear only if it was seen at work with its peers over half of the window
 HUNG_UTIL = 80.0  # peers at this utilization with no tensor activity: the job hangs (NCCL spins)
 HUNG_TENSOR = 0.05
+HANG_LEAD = timedelta(minutes=2)  # a node gone dark this long after a hang began did not cause it
 
 # The kinds of divergence, most telling first (the order suspects are ranked in).
 KINDS = ("xid_gpu", "gpu_gone", "gpu_dead", "xid_memory", "thermal", "network")
@@ -133,6 +134,7 @@ class _Grid:
     NaN where nothing was reported."""
 
     times: np.ndarray
+    step: float
     nodes: tuple[str, ...]
     gpus: tuple[str, ...]
     devices: tuple[str, ...]
@@ -169,7 +171,7 @@ def _grid(metrics: ClusterMetrics) -> _Grid:
             efa[s.signal][at[keep], node_index[s.node], device_index[s.device]] = values[keep]
         else:
             gpu[s.signal][at[keep], node_index[s.node], gpu_index[s.device]] = values[keep]
-    return _Grid(times=times, nodes=nodes, gpus=gpus, devices=devices, gpu=gpu, efa=efa)
+    return _Grid(times=times, step=step, nodes=nodes, gpus=gpus, devices=devices, gpu=gpu, efa=efa)
 
 
 @dataclass(frozen=True)
@@ -263,7 +265,12 @@ def _steps(grid: _Grid) -> _Steps:
     # no tensor activity. An exporter restart in a healthy job is not that: the peers keep working.
     peer_tensor = _peer_median(_nanmedian(g[Signal.TENSOR_ACTIVE], axis=2))
     hung = (peer_util >= HUNG_UTIL) & (peer_tensor <= HUNG_TENSOR)
-    all_gone = ~dcgm_up & efa_up & np.logical_or.accumulate(dcgm_up, axis=0) & hung
+    # ... and it went dark when the hang began (or before), not in the middle of a hang another node caused.
+    index = np.arange(steps)[:, None]
+    dark_since = np.maximum.accumulate(np.where(dcgm_up, index, -1), axis=0) + 1
+    hung_since = np.maximum.accumulate(np.where(hung, -1, index), axis=0) + 1
+    lead = max(1, round(HANG_LEAD.total_seconds() / grid.step))
+    all_gone = ~dcgm_up & efa_up & (dark_since > 0) & hung & (dark_since <= hung_since + lead)
     flags["gpu_gone"] = np.asarray(gone.any(axis=2)) | all_gone
     which["gpu_gone"] = np.where(gone.any(axis=2), np.argmax(gone, axis=2), -1)
 
