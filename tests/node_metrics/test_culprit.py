@@ -374,3 +374,11 @@ def test_a_job_down_while_a_node_is_faulty_does_not_close_its_alert() -> None:
     sim.inject(Injected(cause=Cause.NETWORK, node=NODES[4], start=EPISODE, end=None, severity=0.7))
     (episode,) = faulty_episodes(sim.series(start=T0, end=EPISODE + 2 * HOUR))
     assert episode.node == NODES[4] and episode.end is None
+
+
+def test_an_exporter_gap_in_the_middle_of_a_hang_is_not_the_culprit() -> None:
+    sim = cluster(gaps=[Gap(node=NODES[1], start=EPISODE + 600, end=EPISODE + 1500, exporter="dcgm")])
+    sim.inject(Injected(cause=Cause.GPU, node=NODES[9], start=EPISODE, end=None, gpu=4, xid=74))
+    metrics = sim.series(start=T0, end=EPISODE + 1800)
+    assert culprit(metrics).suspects == (NODES[9],)
+    assert [(e.node, e.cause) for e in faulty_episodes(metrics)] == [(NODES[9], Cause.GPU)]
