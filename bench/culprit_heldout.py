@@ -398,7 +398,7 @@ class World:
                         cap[g] = np.where(on, f.severity**1.7 * self.job_power * node.power_share[g], cap[g])
             elif f.kind in ("xid_memory", "xid_app", "xid79", "nvlink"):
                 for g in f.gpus:
-                    shown = t >= f.start
+                    shown = (t >= f.start) & (t < f.end)  # a reboot clears it
                     if f.xid_samples:
                         first = int(np.searchsorted(t, f.start))
                         shown[first + f.xid_samples :] = False
