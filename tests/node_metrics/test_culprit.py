@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bot.config import MetricsConfig
 from bot.node_metrics.culprit import (
     FAULT_WINDOW,
     HEALTHY_BEFORE,
@@ -17,6 +18,7 @@ from bot.node_metrics.culprit import (
     faulty_episodes,
     find_culprit,
 )
+from bot.node_metrics.prometheus import PrometheusReader
 from bot.node_metrics.series import Cause, ClusterMetrics, Series, Signal
 from sandbox.node_metrics import Gap, Hardware, Injected, NodeMetricsSimulator, Replacement
 
@@ -382,3 +384,44 @@ def test_an_exporter_gap_in_the_middle_of_a_hang_is_not_the_culprit() -> None:
     metrics = sim.series(start=T0, end=EPISODE + 1800)
     assert culprit(metrics).suspects == (NODES[9],)
     assert [(e.node, e.cause) for e in faulty_episodes(metrics)] == [(NODES[9], Cause.GPU)]
+
+
+THROUGH_PROMETHEUS = [
+    Injected(cause=Cause.THERMAL, node=NODES[1], start=EPISODE, end=None, gpu=2, severity=0.6),
+    Injected(cause=Cause.NETWORK, node=NODES[4], start=EPISODE, end=None, severity=0.5),
+    Injected(cause=Cause.GPU, node=NODES[0], start=EPISODE, end=None, gpu=3),
+    Injected(cause=Cause.GPU_MEMORY, node=NODES[5], start=EPISODE, end=None, gpu=1, xid=64),
+    Injected(cause=Cause.INPUT, node=None, start=EPISODE, end=None, severity=0.6),
+]
+
+
+async def test_through_a_real_prometheus_the_same_culprits(prometheus_with) -> None:  # type: ignore[no-untyped-def]
+    """The simulated clusters backfilled into Prometheus and read back as the monitor reads them (counters
+    through rate(), gaps, a replaced node) name the same node and cause as the simulator's own series."""
+    clusters = []
+    for k, fault in enumerate(THROUGH_PROMETHEUS):
+        sim = NodeMetricsSimulator(
+            cluster=f"train-{fault.cause.value}",
+            nodes=NODES[:6],
+            gpus_per_node=4,
+            efa_devices=("rdmap0s31", "rdmap0s32"),
+            seed=k,
+            checkpoint_every=1800.0,
+            gaps=[Gap(node=NODES[2], start=EPISODE - 900, end=EPISODE - 600)],
+            replacements=[Replacement(old=NODES[3], new="i-0fffffffffffffff3", at=EPISODE - 1500, boot_seconds=300)],
+        )
+        sim.inject(fault)
+        clusters.append(sim.series(start=EPISODE - HOUR - 600, end=EPISODE + 1200, step=30))
+    url = prometheus_with(*clusters)
+    reader = PrometheusReader(config=MetricsConfig(prometheus_url=url))
+    try:
+        for fault, direct in zip(THROUGH_PROMETHEUS, clusters, strict=True):
+            read = await reader.cluster_metrics(direct.cluster, start=direct.start, end=direct.end)
+            verdict = culprit(read, minutes=20)
+            assert verdict.cause is fault.cause, (fault, verdict)
+            assert verdict.suspects == (() if fault.node is None else (fault.node,))
+            assert (verdict.cause, verdict.suspects) == (culprit(direct, minutes=20).cause, culprit(direct).suspects)
+            opened = [(e.node, e.cause) for e in faulty_episodes(read)]
+            assert opened == ([] if fault.node is None else [(fault.node, fault.cause)])
+    finally:
+        await reader.aclose()
