@@ -95,8 +95,8 @@ def silence_message(silence: Any, *, tz: ZoneInfo) -> Reply:
         )
         return Reply(text=text.replace("`", ""), blocks=[section(text)], public=True)
     text = (
-        f":mute: Silenced until {when(silence.until, tz)} by <@{silence.set_by}>: new node, cluster, faulty-node "
-        f"and throughput alerts of `{cluster}` go to this thread."
+        f":mute: Silenced until {when(silence.until, tz)} by <@{silence.set_by}>: new node, cluster and "
+        f"throughput alerts of `{cluster}` go to this thread."
     )
     actions = {
         "type": "actions",
