@@ -28,7 +28,8 @@ The model is one synchronous data-parallel job on every node of the cluster:
   (`checkpoint_every`/`checkpoint_seconds`, `evaluation_every`/`evaluation_seconds`: every node idles
   together, each a few seconds early or late: `pause_jitter`), exporter gaps (`gaps`: a node's DCGM or EFA
   series, or both, missing for a while), node replacement (`replacements`: the old node's series end, the
-  job is down while the new one boots, then the new node reports), and the per-GPU spread above.
+  job is down while the new one boots, then the new node reports), spare nodes (`spares`: in the cluster,
+  idle, not in the job) and the per-GPU spread above.
 
 Times are Unix seconds. `values_at(ts)` gives one scrape (rates for the EFA counters), for the sandbox's live
 exporter; `series(start=, end=, step=)` gives a window as `ClusterMetrics`, for backfill, tests and the bench.
@@ -151,6 +152,7 @@ class NodeMetricsSimulator:
         pause_jitter: float = 5.0,
         gaps: Sequence[Gap] = (),
         replacements: Sequence[Replacement] = (),
+        spares: Sequence[str] = (),
     ) -> None:
         if not nodes:
             raise ValueError("a cluster needs at least one node")
@@ -171,6 +173,7 @@ class NodeMetricsSimulator:
         self.pause_jitter = pause_jitter
         self.gaps = list(gaps)
         self.replacements = list(replacements)
+        self.spares = frozenset(spares)
         self.faults: list[Injected] = []
         rng = np.random.default_rng([seed, 0])
         low, high = hardware.tensor_active
@@ -287,6 +290,7 @@ class NodeMetricsSimulator:
         jitter = np.array([s["jitter"][0] for s in static]) * self.pause_jitter  # (N,)
         shifted = times[:, None] - jitter[None, :]
         checkpoint = self._paused(shifted, self.checkpoint_every, self.checkpoint_seconds, 0.0) | job_down[:, None]
+        checkpoint |= np.array([node in self.spares for node in nodes])[None, :]  # spares idle throughout
         evaluation = self._paused(shifted, self.evaluation_every, self.evaluation_seconds, 1234.0) & ~checkpoint
 
         # What the faults do to the job's pace, and to their own node.

@@ -1,9 +1,10 @@
 """The culprit: which node, and which bottleneck, is behind a slowdown; and which nodes are faulty before it hurts.
 
 Peer comparison, step by step: at each step every node is compared with the median of the *other* nodes at
-that same step, so a checkpoint or an evaluation, where every node idles together, moves the reference with
-the node and blames nobody. A node is judged only at steps where it and its peers are at work (GPU
-utilization 50 % or more), so the second a node enters a pause before the others is no divergence either.
+work at that same step (GPU utilization 50 % or more; a spare node or one idle between jobs is no
+reference), so a checkpoint or an evaluation, where every node idles together, moves the reference with the
+node and blames nobody. A node is judged only at steps where it and at least two peers (one, with two
+nodes) are at work, so the second a node enters a pause before the others is no divergence either.
 Missing samples (an exporter restart, a node that has left or not yet joined) are simply not judged.
 
 What a node shows, per step:
@@ -222,9 +223,18 @@ def _steps(grid: _Grid) -> _Steps:
     up = dcgm_up | efa_up
 
     node_util = _nanmedian(util, axis=2)
-    peer_util = _peer_median(node_util)
     node_busy = node_util >= BUSY_UTIL
-    judged = node_busy & (peer_util >= BUSY_UTIL)
+    # A node's peers are the nodes at work at that step: a spare node, or one whose job is elsewhere or
+    # paused, is no reference for a working one. A node is judged when it works and so do two peers (one in
+    # a two-node cluster).
+
+    def peers(x: np.ndarray) -> np.ndarray:
+        return _peer_median(np.where(node_busy, x, np.nan))
+
+    peer_util = peers(node_util)
+    busy_peers = node_busy.sum(axis=1, keepdims=True) - node_busy
+    reporting_peers = (~np.isnan(node_util)).sum(axis=1, keepdims=True) - ~np.isnan(node_util)
+    judged = node_busy & (busy_peers >= 1) & (busy_peers >= np.minimum(2, reporting_peers))
 
     # XIDs.
     xid_now = np.nan_to_num(xid, nan=0.0).astype(np.int64)
@@ -263,7 +273,7 @@ def _steps(grid: _Grid) -> _Steps:
     # Or every GPU of the node gone (XID 79 can take the driver, and the DCGM exporter, with it) while the
     # node itself is still there (its EFA reports) and the job hangs: its peers spin at full utilization with
     # no tensor activity. An exporter restart in a healthy job is not that: the peers keep working.
-    peer_tensor = _peer_median(_nanmedian(g[Signal.TENSOR_ACTIVE], axis=2))
+    peer_tensor = peers(_nanmedian(g[Signal.TENSOR_ACTIVE], axis=2))
     hung = (peer_util >= HUNG_UTIL) & (peer_tensor <= HUNG_TENSOR)
     # ... and it went dark when the hang began (or before), not in the middle of a hang another node caused.
     index = np.arange(steps)[:, None]
@@ -281,10 +291,10 @@ def _steps(grid: _Grid) -> _Steps:
     which["gpu_dead"] = np.where(flags["gpu_dead"], np.argmax(dead, axis=2), -1)
 
     # Thermal: a working GPU's clock well below the peers' median clock.
-    peer_clock = _peer_median(_nanmedian(clock, axis=2))
-    peer_temp = _peer_median(_nanmedian(temp, axis=2))
+    peer_clock = peers(_nanmedian(clock, axis=2))
+    peer_temp = peers(_nanmedian(temp, axis=2))
     ratio = clock / peer_clock[..., None]
-    slow = (ratio < CLOCK_RATIO) & (util >= BUSY_UTIL) & (peer_util >= BUSY_UTIL)[..., None]
+    slow = (ratio < CLOCK_RATIO) & (util >= BUSY_UTIL) & judged[..., None]
     flags["thermal"] = slow.any(axis=2)
     which["thermal"] = np.where(flags["thermal"], np.nanargmin(np.where(slow, ratio, np.inf), axis=2), -1)
 
@@ -293,9 +303,9 @@ def _steps(grid: _Grid) -> _Steps:
     # which a node's median over 32 devices would hide), against the peers' median device.
     traffic = np.where(efa_has, np.nan_to_num(rx) + np.nan_to_num(tx), np.nan)
     efa_per_device = _nanmedian(traffic, axis=2) if traffic.shape[2] else np.full((steps, n), np.nan)
-    peer_efa = _peer_median(efa_per_device)
+    peer_efa = peers(efa_per_device)
     retrans_per_device = _nanmedian(retrans, axis=2)
-    peer_retrans = _peer_median(retrans_per_device)
+    peer_retrans = peers(retrans_per_device)
     efa_ratio = efa_per_device / peer_efa
     retrans_floor = np.maximum(RETRANS_FLOOR, RETRANS_TIMES * np.nan_to_num(peer_retrans))
     retrans_up = retrans_per_device > retrans_floor
@@ -324,7 +334,7 @@ def _steps(grid: _Grid) -> _Steps:
         traffic=traffic,
         efa_per_device=efa_per_device,
         peer_efa_per_device=peer_efa,
-        peer_efa_total=_peer_median(efa_total),
+        peer_efa_total=peers(efa_total),
         retrans_total=np.where(efa_up, np.nansum(np.nan_to_num(retrans), axis=2), np.nan),
         peer_count=peer_count,
     )
@@ -601,7 +611,10 @@ def find_culprit(
 
 def _no_single_node(st: _Steps, episode: np.ndarray, healthy: np.ndarray) -> Verdict:
     """No node diverges: every node starved alike (input), or nothing to tell (unknown)."""
-    cluster_util = _nanmedian(st.node_util, axis=1)
+    # The job's nodes: those at work in the healthy window (spares and other idle nodes are not waiting).
+    before_by_node = np.array([_median(st.node_util[healthy, i]) for i in range(len(st.grid.nodes))])
+    job = before_by_node >= BUSY_UTIL
+    cluster_util = _nanmedian(st.node_util[:, job] if job.any() else st.node_util, axis=1)
     reported = episode & ~np.isnan(cluster_util)
     if not reported.any():
         return Verdict(Cause.UNKNOWN, evidence="no GPU metrics over the episode")
@@ -621,7 +634,7 @@ def _no_single_node(st: _Steps, episode: np.ndarray, healthy: np.ndarray) -> Ver
     if now <= INPUT_DROP * before:
         per_node_now = np.array([_median(st.node_util[episode, i]) for i in range(len(st.grid.nodes))])
         per_node_before = np.array([_median(st.node_util[healthy, i]) for i in range(len(st.grid.nodes))])
-        known = ~np.isnan(per_node_now) & ~np.isnan(per_node_before)
+        known = ~np.isnan(per_node_now) & ~np.isnan(per_node_before) & (job if job.any() else True)
         down = per_node_now[known] <= INPUT_DROP * per_node_before[known]
         where = "on every node" if down.all() else f"on {int(down.sum())} of {int(known.sum())} nodes"
         return Verdict(

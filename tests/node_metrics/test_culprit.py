@@ -425,3 +425,22 @@ async def test_through_a_real_prometheus_the_same_culprits(prometheus_with) -> N
             assert opened == ([] if fault.node is None else [(fault.node, fault.cause)])
     finally:
         await reader.aclose()
+
+
+@pytest.mark.parametrize("cause", [Cause.THERMAL, Cause.NETWORK, Cause.INPUT, None])
+def test_spare_nodes_are_no_peers_and_never_blamed(cause: Cause | None) -> None:
+    """Six of sixteen nodes run the job, ten are spares (idle throughout): the job's nodes are compared with
+    each other, the spares with nobody."""
+    nodes = tuple(f"i-0{k:016x}" for k in range(16))
+    sim = cluster(nodes, spares=nodes[6:])
+    if cause is Cause.INPUT:
+        sim.inject(Injected(cause=cause, node=None, start=EPISODE, end=None, severity=0.6))
+    elif cause is not None:
+        sim.inject(Injected(cause=cause, node=nodes[3], start=EPISODE, end=None, gpu=1, severity=0.6))
+    metrics = sim.series(start=T0, end=EPISODE + 1800)
+    verdict = culprit(metrics)
+    assert verdict.cause is (cause or Cause.UNKNOWN)
+    assert verdict.suspects == ((nodes[3],) if cause in (Cause.THERMAL, Cause.NETWORK) else ())
+    episodes = [(e.node, e.cause) for e in faulty_episodes(metrics)]
+    assert episodes == ([(nodes[3], cause)] if cause in (Cause.THERMAL, Cause.NETWORK) else [])
+    assert not any(a.clear or a.fault for a in assess_nodes(metrics, at=at(EPISODE)) if a.node in nodes[6:])
