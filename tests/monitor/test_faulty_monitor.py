@@ -23,6 +23,7 @@ from tests.monitor.test_jobs_culprit import with_metrics
 from tests.scenarios.conftest import COORDINATION, body, sandbox_factory  # noqa: F401  (the scenario fixture)
 from tests.scenarios.test_cluster_changes import worker_nodes
 
+ALICE = "U0ALICE01"
 KUMO = "C0KUMOLAB"
 ORG, CLUSTER = "kumo-labs", "kumo-p5-train"
 NEW_NODE = "i-0feedface00000001"
@@ -103,6 +104,9 @@ async def test_a_faulty_node_opens_an_alert_that_closes_when_it_recovers_or_leav
 
         await check(46)
         assert len(faulty_alerts(world, degraded)) == 1, "a lasting fault is one alert"
+        await world.slack.click(user_id=ALICE, message=alert, action_id="alert_replace")
+        plan = await world.slack.wait_for(lambda m: "Plan: replace" in m.text and degraded in m.text, timeout=15)
+        assert "Confirm replace" in str(plan.blocks), "the same plan and Confirm as a failed node's alert"
 
         await check(105)  # its EFA recovered at 90 min
         closed = now_of(world, alert)

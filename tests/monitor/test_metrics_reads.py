@@ -1,0 +1,127 @@
+"""One check's reads of per-node metrics (bot.monitor.metrics_reads) against a real Prometheus through
+Pitcrew's reader: each cluster read once over the widest window wanted, served trimmed to each user's window,
+read again only when asked for more than was wanted, and a failure remembered for the check in one line.
+And the job alert's culprit line for each kind of verdict."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bot.config import MetricsConfig
+from bot.monitor.jobs import culprit_text, named_text, unreadable_text
+from bot.monitor.metrics_reads import MetricsReads, ReadFailed, within
+from bot.node_metrics.prometheus import PrometheusReader
+from bot.node_metrics.series import Cause, ClusterMetrics, Series, Signal, Verdict
+from sandbox.node_metrics import NodeMetricsSimulator
+
+T0 = datetime(2026, 11, 20, 3, 0, tzinfo=UTC)
+NODES = ("i-0aaa0000000000001", "i-0aaa0000000000002", "i-0aaa0000000000003")
+
+
+@pytest.fixture(scope="module")
+def prometheus_url(prometheus_with: Callable[..., str]) -> str:
+    simulator = NodeMetricsSimulator(cluster="train", nodes=NODES, gpus_per_node=2, seed=1)
+    return prometheus_with(simulator.series(start=T0.timestamp(), end=(T0 + timedelta(hours=2)).timestamp()))
+
+
+@pytest.fixture
+async def reader(prometheus_url: str) -> AsyncIterator[PrometheusReader]:
+    one = PrometheusReader(config=MetricsConfig(prometheus_url=prometheus_url))
+    yield one
+    await one.aclose()
+
+
+def span(metrics: ClusterMetrics) -> tuple[float, float]:
+    return min(s.times[0] for s in metrics.series), max(s.times[-1] for s in metrics.series)
+
+
+async def test_a_cluster_is_read_once_over_the_widest_window_wanted(reader: PrometheusReader) -> None:
+    end = T0 + timedelta(hours=2)
+    reads = MetricsReads(readers={"kumo": reader}, end=end)
+    reads.want("kumo", "train", start=end - timedelta(minutes=12))
+    reads.want("kumo", "train", start=end - timedelta(minutes=75))
+    reads.want("other", "train", start=T0)  # an org without metrics: nothing wanted, nothing read
+    narrow = await reads.get("kumo", "train", start=end - timedelta(minutes=12))
+    wide = await reads.get("kumo", "train", start=end - timedelta(minutes=75))
+    assert isinstance(narrow, ClusterMetrics) and isinstance(wide, ClusterMetrics)
+    assert reads.reads == {("kumo", "train"): 1}
+    assert span(narrow)[0] >= (end - timedelta(minutes=12)).timestamp()
+    assert span(wide)[0] < (end - timedelta(minutes=70)).timestamp(), "the wide user gets its whole window"
+    assert set(narrow.nodes()) == set(NODES)
+    assert await reads.get("other", "train", start=T0) is None
+
+    more = await reads.get("kumo", "train", start=end - timedelta(minutes=100))  # more than anyone wanted
+    assert isinstance(more, ClusterMetrics) and span(more)[0] < (end - timedelta(minutes=95)).timestamp()
+    assert reads.reads == {("kumo", "train"): 2}, "read again rather than cut short"
+
+
+async def test_an_unreachable_prometheus_is_one_line_once_per_check() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    reader = PrometheusReader(config=MetricsConfig(prometheus_url=f"http://127.0.0.1:{port}"))
+    try:
+        reads = MetricsReads(readers={"kumo": reader}, end=T0)
+        first = await reads.get("kumo", "train", start=T0 - timedelta(hours=1))
+        again = await reads.get("kumo", "train", start=T0 - timedelta(hours=2))
+    finally:
+        await reader.aclose()
+    assert isinstance(first, ReadFailed) and first == again
+    assert "\n" not in first.reason and f"127.0.0.1:{port}" in first.reason
+    assert reads.reads == {("kumo", "train"): 1}, "not retried within the check"
+    assert unreadable_text(first).startswith("Per-node metrics could not be read: ")
+
+
+@given(
+    times=st.lists(st.integers(min_value=0, max_value=10_000), unique=True, max_size=40).map(sorted),
+    low=st.integers(min_value=-100, max_value=10_100),
+    width=st.integers(min_value=0, max_value=10_000),
+)
+def test_within_keeps_exactly_the_samples_of_the_window(times: list[int], low: int, width: int) -> None:
+    base = T0.timestamp()
+    series = Series(Signal.GPU_UTIL, "n", "0", tuple(base + t for t in times), tuple(float(t) for t in times))
+    metrics = ClusterMetrics("c", T0, T0 + timedelta(seconds=10_000), 30.0, (series,))
+    start, end = T0 + timedelta(seconds=low), T0 + timedelta(seconds=low + width)
+    trimmed = within(metrics, start=start, end=end)
+    kept = [t for t in times if low <= t <= low + width]
+    if not kept:
+        assert trimmed.series == ()
+    else:
+        (only,) = trimmed.series
+        assert only.values == tuple(float(t) for t in kept) and len(only.times) == len(only.values)
+    assert trimmed.start >= metrics.start and trimmed.end <= metrics.end
+
+
+@pytest.mark.parametrize(
+    ("verdict", "says"),
+    [
+        (
+            Verdict(Cause.THERMAL, ("i-0abc", "i-0def"), "GPU 3 at 1,210 MHz and 92 °C, peers 1,980 MHz"),
+            "Likely culprit: `i-0abc`, GPU 3 at 1,210 MHz and 92 °C, peers 1,980 MHz (thermal); then `i-0def`.",
+        ),
+        (
+            Verdict(Cause.NETWORK, ("i-0abc",), "EFA 2.1 GB/s vs peers 11.8 GB/s, retransmits 340/s"),
+            "Likely culprit: `i-0abc`, EFA 2.1 GB/s vs peers 11.8 GB/s, retransmits 340/s (network).",
+        ),
+        (
+            Verdict(Cause.INPUT, (), "GPU utilization 38 % on every node (was 96 %), EFA normal"),
+            "Likely cause: input: every node waits alike (GPU utilization 38 % on every node (was 96 %), EFA "
+            "normal): data loading or storage.",
+        ),
+        (Verdict(Cause.UNKNOWN), "Per-node metrics name no single node."),
+    ],
+)
+def test_the_culprit_line_of_each_verdict(verdict: Verdict, says: str) -> None:
+    assert culprit_text(verdict) == says
+
+
+def test_a_closed_alert_says_what_was_named_from_the_episode_alone() -> None:
+    assert named_text("", []) == ""
+    assert named_text("thermal", ["i-0abc"]) == "Per-node metrics named `i-0abc` (thermal)."
+    assert "input" in named_text("input", []) and "no single node" in named_text("unknown", [])
