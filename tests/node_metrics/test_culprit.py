@@ -288,6 +288,12 @@ def test_empty_and_unaligned_metrics() -> None:
         st.integers(0, 15), st.floats(0, 2 * HOUR), st.floats(60, 1200), st.sampled_from(["dcgm", "efa", "both"])
     ),
     boost=st.sampled_from([1410.0, 1755.0, 1980.0]),
+    evaluation=st.sampled_from([None, 3600.0, 7200.0]),
+    replaced=st.one_of(st.none(), st.tuples(st.integers(0, 15), st.floats(0, 2 * HOUR), st.floats(60, 900))),
+    spares=st.integers(min_value=0, max_value=8),
+    app_xid=st.one_of(st.none(), st.tuples(st.integers(0, 15), st.sampled_from([13, 31, 43]))),
+    step=st.sampled_from([30.0, 60.0]),
+    episode=st.floats(min_value=1.0, max_value=1.6),
 )
 def test_healthy_clusters_blame_nobody(
     nodes: int,
@@ -301,9 +307,21 @@ def test_healthy_clusters_blame_nobody(
     jitter: float,
     gap: tuple[int, float, float, str],
     boost: float,
+    evaluation: float | None,
+    replaced: tuple[int, float, float] | None,
+    spares: int,
+    app_xid: tuple[int, int] | None,
+    step: float,
+    episode: float,
 ) -> None:
+    """Random healthy clusters among every decoy (pauses, gaps, a replacement, spares, an application XID):
+    no suspect, no cause, no faulty node."""
     names = tuple(f"ip-10-0-{seed % 200}-{k}" for k in range(nodes))
     index, start, length, exporter = gap
+    replacements = []
+    if replaced is not None and nodes > 1:
+        old, when, boot = replaced
+        replacements.append(Replacement(old=names[old % nodes], new="ip-10-1-0-1", at=T0 + when, boot_seconds=boot))
     sim = NodeMetricsSimulator(
         cluster="c",
         nodes=names,
@@ -316,10 +334,16 @@ def test_healthy_clusters_blame_nobody(
         checkpoint_every=checkpoint,
         checkpoint_seconds=checkpoint_seconds,
         pause_jitter=jitter,
+        evaluation_every=evaluation,
         gaps=[Gap(node=names[index % nodes], start=T0 + start, end=T0 + start + length, exporter=exporter)],  # type: ignore[arg-type]
+        replacements=replacements,
+        spares=names[nodes - min(spares, nodes // 2) :] if spares else (),
     )
-    metrics = sim.series(start=T0, end=T0 + 2 * HOUR, step=60)
-    verdict = culprit(metrics, start=T0 + 1.25 * HOUR, minutes=30)
+    if app_xid is not None:
+        node, code = app_xid
+        sim.inject(Injected(cause=Cause.GPU_MEMORY, node=names[node % nodes], start=T0 + 600, end=None, xid=code))
+    metrics = sim.series(start=T0, end=T0 + 2 * HOUR, step=step)
+    verdict = culprit(metrics, start=T0 + episode * HOUR, minutes=20)
     assert verdict.suspects == () and verdict.cause is Cause.UNKNOWN
     assert faulty_episodes(metrics) == []
     assert all(a.fault is None for a in assess_nodes(metrics, at=at(T0 + 2 * HOUR)))
