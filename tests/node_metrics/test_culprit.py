@@ -468,3 +468,59 @@ def test_spare_nodes_are_no_peers_and_never_blamed(cause: Cause | None) -> None:
     episodes = [(e.node, e.cause) for e in faulty_episodes(metrics)]
     assert episodes == ([(nodes[3], cause)] if cause in (Cause.THERMAL, Cause.NETWORK) else [])
     assert not any(a.clear or a.fault for a in assess_nodes(metrics, at=at(EPISODE)) if a.node in nodes[6:])
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    cause=st.sampled_from([Cause.GPU, Cause.GPU_MEMORY, Cause.THERMAL, Cause.NETWORK]),
+    nodes=st.integers(min_value=3, max_value=24),
+    gpus=st.sampled_from([4, 8]),
+    devices=st.sampled_from([1, 2, 4, 16, 32]),
+    seed=st.integers(min_value=0, max_value=2**16),
+    severity=st.floats(min_value=0.5, max_value=1.0),
+    noise=st.floats(min_value=0.3, max_value=2.0),
+    where=st.integers(min_value=0, max_value=1000),
+    shape=st.integers(min_value=0, max_value=2),
+    lag=st.floats(min_value=-120.0, max_value=120.0),
+)
+def test_random_faults_name_their_node(
+    cause: Cause,
+    nodes: int,
+    gpus: int,
+    devices: int,
+    seed: int,
+    severity: float,
+    noise: float,
+    where: int,
+    shape: int,
+    lag: float,
+) -> None:
+    """Any clearly faulty node (severity from 0.5), in clusters of 3-24 nodes of any shape, with the
+    throughput episode starting up to 2 minutes either side of the fault: named first, with its cause."""
+    names = tuple(f"i-0{seed:08x}{k:08x}" for k in range(nodes))
+    sim = NodeMetricsSimulator(
+        cluster="c",
+        nodes=names,
+        gpus_per_node=gpus,
+        efa_devices=[f"rdmap{k}" for k in range(devices)],
+        seed=seed,
+        noise=noise,
+        checkpoint_every=1800.0,
+        pause_jitter=10.0,
+    )
+    node, gpu = names[where % nodes], where % gpus
+    if cause is Cause.GPU:
+        fault = Injected(cause=cause, node=node, start=EPISODE, end=None, gpu=gpu, xid=(79, 74, 0)[shape])
+    elif cause is Cause.GPU_MEMORY:
+        fault = Injected(cause=cause, node=node, start=EPISODE, end=None, gpu=gpu, xid=(48, 63, 95)[shape])
+    elif cause is Cause.THERMAL:
+        fault = Injected(
+            cause=cause, node=node, start=EPISODE, end=None, gpu=(gpu, None, gpu)[shape], severity=severity
+        )
+    else:
+        device = where % devices if shape == 1 and devices > 1 else None
+        fault = Injected(cause=cause, node=node, start=EPISODE, end=None, device=device, severity=severity)
+    sim.inject(fault)
+    metrics = sim.series(start=T0, end=EPISODE + 1800, step=30)
+    verdict = culprit(metrics, start=EPISODE + lag, minutes=15)
+    assert (verdict.cause, verdict.suspects[:1]) == (cause, (node,)), verdict
