@@ -230,6 +230,7 @@ class ThroughputMonitor:
         if faulty is not None:
             for seen in watched:
                 reads.want(seen.org_id, seen.name, start=faulty.read_start(now))
+        await reads.read_wanted()
         changed = 0
         for one in judged:
             try:

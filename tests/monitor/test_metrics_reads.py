@@ -125,3 +125,17 @@ def test_a_closed_alert_says_what_was_named_from_the_episode_alone() -> None:
     assert named_text("", []) == ""
     assert named_text("thermal", ["i-0abc"]) == "Per-node metrics named `i-0abc` (thermal)."
     assert "input" in named_text("input", []) and "no single node" in named_text("unknown", [])
+
+
+async def test_what_was_wanted_is_read_up_front_once_per_cluster(reader: PrometheusReader) -> None:
+    end = T0 + timedelta(hours=2)
+    reads = MetricsReads(readers={"kumo": reader}, end=end)
+    for cluster in ("train", "dev"):
+        reads.want("kumo", cluster, start=end - timedelta(minutes=20))
+    await reads.read_wanted()
+    assert reads.reads == {("kumo", "train"): 1, ("kumo", "dev"): 1}
+    train = await reads.get("kumo", "train", start=end - timedelta(minutes=20))
+    dev = await reads.get("kumo", "dev", start=end - timedelta(minutes=20))
+    assert isinstance(train, ClusterMetrics) and train.series
+    assert isinstance(dev, ClusterMetrics) and not dev.series, "a cluster Prometheus has no series of: empty"
+    assert reads.reads == {("kumo", "train"): 1, ("kumo", "dev"): 1}
