@@ -34,10 +34,18 @@ and 8 minutes on the same traces, to show what a shorter stall_after costs.
 
 Then the same three detectors run on traces from `bench/traces_heldout.py`, a second generator with another
 noise model (heavy-tailed and autocorrelated noise, data-mix steps, irregular 10-60 s cadence, dropped and
-duplicated samples, exporter gaps, long evaluation pauses), written as a held-out check and never tuned on;
-`--heldout-jobs 0` skips it.
+duplicated samples, exporter gaps, long evaluation pauses), written as a held-out check; `--heldout-jobs 0`
+skips it. Its false alerts were studied and their cause fixed in the detector (not in the generator), so a
+third generator, `plan_third` in the same file, shaped differently again (a cadence tied to progress, a bimodal
+rate, a drift within each run, noise regimes, outliers, checkpoints as dips, restarts mostly on fewer nodes),
+written after that fix and never tuned on, checks the fix; `--third-jobs 0` skips it.
 
-    .venv/bin/python bench/stall_detection.py [--jobs 100] [--weeks 2] [--seed 1] [--heldout-jobs 100] [--sweep]
+A false stall is a silence longer than `stall_after` in the rows (a pause the generator planned shorter, made
+longer by the cadence or a dropped sample either side): every detector that tells hangs within `stall_after`
+raises it. The false alerts are printed with and without them.
+
+    .venv/bin/python bench/stall_detection.py [--jobs 100] [--weeks 2] [--seed 1] [--heldout-jobs 100]
+        [--third-jobs 100] [--sweep]
 """
 
 from __future__ import annotations
@@ -63,7 +71,7 @@ from typing import Any, Protocol
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from traces_heldout import plan_heldout
+from traces_heldout import plan_heldout, plan_third
 
 from bot.monitor.replay import replay
 from bot.monitor.throughput import Thresholds
@@ -76,6 +84,7 @@ T0 = datetime(2026, 11, 2, tzinfo=UTC)  # a Monday
 EPOCH0 = T0.timestamp()
 TICK = 30  # seconds
 PER_MIN = 60 // TICK
+WEEK = 7 * 24 * 3600
 GRACE = 60  # seconds after an incident's end during which an alert still counts for it
 
 
@@ -415,11 +424,13 @@ class Score:
     recall: dict[str, tuple[int, int]]
     delays: dict[str, list[float]]
     down_at_alert: list[float]  # gradual declines: how far down (%) at the first alert
+    by_quarter: tuple[int, int]  # gradual declines of 2 hours or more to 50 %: told by 25 % down, of all
     right_kind: int
     matched: int
     false_alerts: int
     extra_alerts: int
     causes: dict[str, int]
+    silences: int  # false alerts that are stalls: the rows had no progress for longer than stall_after there
 
 
 def score(traces: Sequence[Trace], alerts: list[tuple[int, float, str]]) -> Score:
@@ -430,6 +441,7 @@ def score(traces: Sequence[Trace], alerts: list[tuple[int, float, str]]) -> Scor
     recall = dict.fromkeys(KINDS, (0, 0))
     delays: dict[str, list[float]] = {kind: [] for kind in KINDS}
     down: list[float] = []
+    quarter = [0, 0]
     right_kind = matched = extra = 0
     for trace in traces:
         for incident in trace.incidents:
@@ -438,6 +450,9 @@ def score(traces: Sequence[Trace], alerts: list[tuple[int, float, str]]) -> Scor
             )
             found, total = recall[incident.kind]
             recall[incident.kind] = (found + bool(inside), total + 1)
+            if incident.kind == "gradual" and incident.decline >= 2 * 3600:  # the issue's target: by 25 % down
+                quarter[1] += 1
+                quarter[0] += bool(inside) and inside[0][0] - incident.start <= incident.decline / 2
             for at, _ in inside:
                 used.add((incident.job, at))
             if inside:
@@ -450,14 +465,29 @@ def score(traces: Sequence[Trace], alerts: list[tuple[int, float, str]]) -> Scor
                 expected = "stall" if incident.kind == "stall" else "slowdown"
                 right_kind += inside[0][1] == expected
     causes: dict[str, int] = {}
-    for job, at, _ in alerts:
+    silences = 0
+    for job, at, kind in alerts:
         if (job, at) in used:
             continue
         # what was the job doing in the 10 minutes before the alert?
         quiet = traces[job].quiet
-        cause = next((kind for start, end, kind in quiet if start - 60 <= at and end >= at - 600), "running")
+        cause = next((what for start, end, what in quiet if start - 60 <= at and end >= at - 600), "running")
+        if kind == "stall":  # a stall is a silence longer than stall_after in the rows, whatever the plan called it
+            silences += 1
+            cause = f"{cause}: stall"
         causes[cause] = causes.get(cause, 0) + 1
-    return Score(recall, delays, down, right_kind, matched, sum(causes.values()), extra, causes)
+    return Score(
+        recall,
+        delays,
+        down,
+        (quarter[0], quarter[1]),
+        right_kind,
+        matched,
+        sum(causes.values()),
+        extra,
+        causes,
+        silences,
+    )
 
 
 def spread(values: list[float]) -> str:
@@ -474,16 +504,19 @@ def report(name: str, result: Score, job_weeks: float, rate: float) -> None:
         found, total = result.recall[kind]
         share = f"{100 * found / total:.0f}%" if total else "n/a"
         cells += [f"{found}/{total} ({share})", spread(result.delays[kind])]
-    cells.append(spread(result.down_at_alert))
+    found, total = result.by_quarter
+    cells += [spread(result.down_at_alert), f"{found}/{total} ({100 * found / total:.0f}%)" if total else "n/a"]
     causes = ", ".join(f"{count} {cause}" for cause, count in sorted(result.causes.items())) or "none"
-    cells += [f"{result.false_alerts / job_weeks:.2f} ({causes})", f"{rate:,.0f}"]
+    slow = (result.false_alerts - result.silences) / job_weeks
+    cells += [f"{result.false_alerts / job_weeks:.2f} ({causes})", f"{slow:.2f}", f"{rate:,.0f}"]
     print("| " + " | ".join(cells) + " |")
 
 
 HEADER = (
     "| detector | hangs | delay p50/p90/max (min) | severe slowdowns (20-55%) | delay | moderate (61-70%) | delay "
     "| gradual (to 50% in 1-3 h) | delay | gradual: % down at alert p50/p90/max "
-    "| false alerts per job-week (what the job was doing) | rows/s |"
+    "| gradual over 2 h or more: told by 25% down "
+    "| false alerts per job-week (what the job was doing) | of them not stalls | rows/s |"
 )
 
 
@@ -498,7 +531,7 @@ def run_all(title: str, traces: Sequence[Trace], end: float, weeks: int, runs: l
         f"{sum(trace.restarts for trace in traces)} restarts; incidents: {counts}\n"
     )
     print(HEADER)
-    print("|---" * 13 + "|")
+    print("|---" * 15 + "|")
     notes = []
     for name, thresholds, factory in runs:
         if thresholds is None:
@@ -520,6 +553,7 @@ def main() -> None:
     parser.add_argument("--weeks", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--heldout-jobs", type=int, default=100)
+    parser.add_argument("--third-jobs", type=int, default=100)
     parser.add_argument("--sweep", action="store_true", help="also run Pitcrew with stall_after 6 and 8 minutes")
     args = parser.parse_args()
     print(f"{platform.node()} · {platform.machine()} · {os.cpu_count()} cpus · Python {platform.python_version()}")
@@ -541,7 +575,10 @@ def main() -> None:
         run_all("The main generator (tuned on)", jobs, EPOCH0 + ticks * TICK, args.weeks, runs)
     if args.heldout_jobs:
         held = [plan_heldout(index, EPOCH0, args.weeks, args.seed * 7919 + index) for index in range(args.heldout_jobs)]
-        run_all("The held-out generator (never tuned on)", held, EPOCH0 + args.weeks * 7 * 24 * 3600, args.weeks, runs)
+        run_all("The held-out generator (its false alerts studied)", held, EPOCH0 + args.weeks * WEEK, args.weeks, runs)
+    if args.third_jobs:
+        third = [plan_third(index, EPOCH0, args.weeks, args.seed * 104729 + index) for index in range(args.third_jobs)]
+        run_all("The third generator (never tuned on)", third, EPOCH0 + args.weeks * WEEK, args.weeks, runs)
     print("\nrows/s include generating the rows (and, for Pitcrew, formatting them as CSV dicts and parsing them)")
 
 

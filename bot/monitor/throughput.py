@@ -42,6 +42,7 @@ inactive and silence is not an anomaly; a sample after `end` starts the job agai
 from __future__ import annotations
 
 import bisect
+import copy
 import itertools
 import math
 from collections import deque
@@ -60,6 +61,9 @@ RISE_RESET = 1.25  # a block this much above the anchored baseline starts the bl
 NOISE_BLOCKS = 6  # the job's noise: the median spread of its last this many blocks
 ALLOWANCE = math.log(1 / 0.88)  # the least log-deficit the CUSUM lets pass: a quiet job's 12% wobble
 NOISE_Z = 1.2  # ... or this many times the job's sample noise (the 2-minute median is about 0.6 x as noisy)
+LEVEL_Z = 3.0  # ... or this many times the spread of its healthy 10-minute levels since the start (mix, wander)
+LEVEL_ALLOWANCE_MAX = math.log(1 / 0.82)  # ... but no wider for that: a drop to 70% still reaches the limit in 10 min
+LEVEL_MIN_BLOCKS = 3  # the level spread needs at least this many healthy blocks
 CUSUM_LIMIT = 1.6  # log-deficit-minutes past the allowance that make a slowdown (70%: about 8 min, 75%: 11)
 NEVER_BEFORE = timedelta(minutes=1)  # the CUSUM opens nothing sooner than `sustain` + this: deep drops are the
 # severe rule's, so a deficit counts at most as much as reaches CUSUM_LIMIT in that time (a 5-minute dip is none)
@@ -102,6 +106,23 @@ def _median(ordered: list[float]) -> float:
     return ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
+def _deviation(ordered: list[float], centre: float) -> float:
+    """The median absolute deviation of sorted values from `centre`, in O(n): the deviations either side of it
+    come out in order, nearest first, merged until the middle one."""
+    count = len(ordered)
+    right = bisect.bisect_left(ordered, centre)
+    left = right - 1
+    deviations: list[float] = []
+    while len(deviations) <= count // 2:
+        if right < count and (left < 0 or ordered[right] - centre <= centre - ordered[left]):
+            deviations.append(ordered[right] - centre)
+            right += 1
+        else:
+            deviations.append(centre - ordered[left])
+            left -= 1
+    return deviations[-1] if count % 2 else (deviations[-2] + deviations[-1]) / 2
+
+
 class JobDetector:
     """One job's detector, incremental: feed samples in time order, and advance time between them.
 
@@ -116,9 +137,23 @@ class JobDetector:
         self._active = False
         self._last_sample_ts: datetime | None = None
         self._open: Anomaly | None = None
+        self._prior_spread = 0.0  # the level spread of the job's earlier runs (a restart keeps its workload)
+        self._level_spread = 0.0
         self._reset()
 
     # -- public state -------------------------------------------------------------------------------
+
+    @property
+    def seen_until(self) -> datetime | None:
+        """The ts of the latest sample or event taken (older ones are ignored from now on)."""
+        return self._last_sample_ts
+
+    def snapshot(self) -> JobDetector:
+        """An independent copy to resume from: feeding it what comes after `seen_until` (and advancing it) says
+        exactly what feeding this detector would. A monitor keeps one per job, so a check feeds only the new
+        samples instead of replaying the whole run, and the anchored baseline reaches back to the run's `start`
+        however long ago that was. Plain data, about 6 KB; `pickle` serializes it."""
+        return copy.deepcopy(self)
 
     @property
     def current(self) -> Anomaly | None:
@@ -208,7 +243,9 @@ class JobDetector:
     # -- internals ----------------------------------------------------------------------------------
 
     def _reset(self) -> None:
-        """Forget the run: a new warm-up and a new baseline follow (the caller closes any open anomaly)."""
+        """Forget the run: a new warm-up and a new baseline follow (the caller closes any open anomaly). How much
+        the job's healthy level moves is kept: a restart changes its rate (its nodes), not its data."""
+        self._prior_spread = max(self._prior_spread, self._level_spread)
         self._established = False
         self._window: deque[tuple[datetime, float]] = deque()  # healthy samples, oldest first
         self._sorted: list[float] = []  # the same values, sorted
@@ -219,12 +256,13 @@ class JobDetector:
         self._max_seen = 0.0
         self._recent: deque[tuple[datetime, float]] = deque()
         self._blocks: list[float] = []  # medians of the healthy blocks since the start (or the last rise), sorted
+        self._block_logs: list[float] = []  # ... and their logs
         self._block: list[float] = []  # the healthy samples of the block being filled
         self._block_end: datetime | None = None
         self._blocks_median: float | None = None
         self._noise: deque[float] = deque(maxlen=NOISE_BLOCKS)  # the sample noise measured at the last blocks
-        self._allowance_value = ALLOWANCE
-        self._allowance_ratio = math.exp(-ALLOWANCE)
+        self._level_spread = 0.0  # the robust spread of the healthy blocks' log-medians around their median
+        self._set_allowance()
         self._clear_slow_tracking()
 
     def _clear_slow_tracking(self) -> None:
@@ -235,8 +273,8 @@ class JobDetector:
         self._raw_slow_time = timedelta(0)  # ... and how long it has lasted, pauses left out
         self._pending_since: datetime | None = None  # a slowdown that has not lasted `sustain` yet
         self._pending_time = timedelta(0)
-        self._recovering_for: timedelta | None = None  # an open slowdown whose throughput is back, for this long
-        self._recovered_at: datetime | None = None
+        self._recovery = 0.0  # an open slowdown's evidence of being back (log-ratio-minutes past the midpoint)
+        self._recovered_at: datetime | None = None  # the sample from which that evidence last rose from zero
         self._cusum = 0.0  # log-deficit-minutes past the allowance
         self._cusum_since: datetime | None = None  # the sample from which it last rose from zero
 
@@ -259,7 +297,24 @@ class JobDetector:
             return
         steps = sorted(abs(math.log(b / a)) for a, b in itertools.pairwise(values))
         self._noise.append(1.4826 * _median(steps) / math.sqrt(2))  # scaled to one sample's standard deviation
-        self._allowance_value = max(ALLOWANCE, NOISE_Z * _median(sorted(self._noise)))
+        self._set_allowance()
+
+    def _measure_level_spread(self) -> None:
+        """The spread of the job's healthy level at the CUSUM's own time scale: the robust standard deviation of
+        its blocks' log-medians around their median, since the start. A data-mix change that moves the rate by
+        a few percent for hours, or a slow wander, is part of the job's healthy range, not a deficit; a decline
+        adds at most the few blocks it spends above the allowance, which a median-based spread shrugs off."""
+        logs = self._block_logs
+        if len(logs) < LEVEL_MIN_BLOCKS or self._blocks_median is None:
+            self._level_spread = 0.0
+        else:
+            self._level_spread = 1.4826 * _deviation(logs, math.log(self._blocks_median))
+        self._set_allowance()
+
+    def _set_allowance(self) -> None:
+        noise = NOISE_Z * _median(sorted(self._noise)) if self._noise else 0.0
+        level = min(LEVEL_ALLOWANCE_MAX, LEVEL_Z * max(self._level_spread, self._prior_spread))
+        self._allowance_value = max(ALLOWANCE, noise, level)
         self._allowance_ratio = math.exp(-self._allowance_value)
 
     def _add_to_block(self, ts: datetime, value: float, level: float) -> None:
@@ -271,8 +326,11 @@ class JobDetector:
             if median >= level:
                 if self._blocks_median is not None and median > RISE_RESET * self._blocks_median:
                     self._blocks = []  # a lasting rise: the run's earlier blocks no longer say what healthy is
+                    self._block_logs = []
                 bisect.insort(self._blocks, median)
+                bisect.insort(self._block_logs, math.log(median))
                 self._blocks_median = _median(self._blocks)
+                self._measure_level_spread()
                 self._measure_noise(self._block)
             self._block, self._block_end = [], ts + BLOCK
         self._block.append(value)
@@ -348,15 +406,18 @@ class JobDetector:
         low = smoothed < level  # the log-deficit is past the allowance
         if self._open is not None:  # an open slowdown
             self._open = replace(self._open, current=value)
-            if low:
-                self._recovering_for = self._recovered_at = None
-                return changes
-            if self._recovering_for is None:
-                self._recovering_for = timedelta(0)
+            # back once the evidence adds up: the recent throughput's log-margin over the allowance, summed over
+            # time, a minute at or above the midpoint (halfway, in log, between the allowance and the baseline)
+            # counting fully and nothing more, until it is worth RECOVER_FOR there; just above the allowance that
+            # takes longer, and any dip below it starts again. So a level hovering at the allowance, in and out of
+            # it with its noise, stays one slowdown, not many.
+            half = self._allowance_value / 2
+            gain = min(1.0, math.log(smoothed / level) / half)
+            recovery = 0.0 if low else max(0.0, self._recovery + step / RECOVER_FOR * gain)
+            if recovery > 0 and self._recovery == 0:
                 self._recovered_at = self._raw_ok_since or ts
-            else:
-                self._recovering_for += step
-            if self._recovering_for >= RECOVER_FOR:
+            self._recovery = recovery
+            if recovery >= 1 - 1e-9:
                 assert self._recovered_at is not None
                 changes += self._close(self._recovered_at)
             return changes
