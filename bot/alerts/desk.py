@@ -166,10 +166,19 @@ class AlertDesk:
 
     async def backend_of(self, org_id: str, cluster_name: str) -> Backend | None:
         """The backend of a cluster named without one (a job's), from the clusters Pitcrew knows (the node
-        sweep's table); None when it is not known, or when both backends have a cluster of that name."""
+        sweep's table), else, for a cluster no sweep has seen yet (just after a start), from AWS through the
+        fleet; None when it is not known, or when both backends have a cluster of that name."""
         async with self.db.session() as session:
             seen = {r.backend for r in await crud.clusters_seen(session, org_id=org_id) if r.name == cluster_name}
         known = seen & CLUSTER_BACKENDS
+        if not known and self.clusters is not None:
+            for backend in Backend:
+                try:
+                    if await self.clusters.get(org_id, backend, cluster_name) is not None:
+                        known.add(backend.value)
+                except Exception as error:  # AWS cannot say now: no buttons this time, asked again next time
+                    problem = describe_error(error)
+                    log.warning("looking up %s/%s on %s: %s", org_id, cluster_name, backend.value, problem)
         return Backend(known.pop()) if len(known) == 1 else None
 
     async def node_target(self, row: Episode) -> tuple[Backend, str] | None:
