@@ -45,7 +45,7 @@ longer by the cadence or a dropped sample either side): every detector that tell
 raises it. The false alerts are printed with and without them.
 
     .venv/bin/python bench/stall_detection.py [--jobs 100] [--weeks 2] [--seed 1] [--heldout-jobs 100]
-        [--third-jobs 100] [--sweep]
+        [--third-jobs 100] [--previous COMMIT] [--sweep]
 """
 
 from __future__ import annotations
@@ -315,22 +315,22 @@ def as_csv_rows(traces: Sequence[Trace]) -> Iterator[dict[str, str]]:
         }
 
 
-def load_old_detector() -> ModuleType:
-    """The detector as it was at OLD_COMMIT, from git history, as a module of its own."""
+def load_old_detector(commit: str = OLD_COMMIT) -> ModuleType:
+    """The detector as it was at `commit`, from git history, as a module of its own."""
     try:
         source = subprocess.run(
-            ["git", "-C", str(ROOT), "show", f"{OLD_COMMIT}:bot/monitor/throughput.py"],
+            ["git", "-C", str(ROOT), "show", f"{commit}:bot/monitor/throughput.py"],
             check=True,
             capture_output=True,
             text=True,
         ).stdout
     except (OSError, subprocess.CalledProcessError) as error:
-        raise SystemExit(f"cannot read the old detector from git ({OLD_COMMIT}): {error}") from None
-    spec = importlib.util.spec_from_loader("throughput_before_issue_13", loader=None)
+        raise SystemExit(f"cannot read the old detector from git ({commit}): {error}") from None
+    spec = importlib.util.spec_from_loader(f"throughput_at_{commit}", loader=None)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up
-    exec(compile(source, f"{OLD_COMMIT}:bot/monitor/throughput.py", "exec"), module.__dict__)
+    exec(compile(source, f"{commit}:bot/monitor/throughput.py", "exec"), module.__dict__)
     return module
 
 
@@ -554,14 +554,16 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--heldout-jobs", type=int, default=100)
     parser.add_argument("--third-jobs", type=int, default=100)
+    parser.add_argument("--previous", default="", help="also run the detector of this commit, as a peer")
     parser.add_argument("--sweep", action="store_true", help="also run Pitcrew with stall_after 6 and 8 minutes")
     args = parser.parse_args()
     print(f"{platform.node()} · {platform.machine()} · {os.cpu_count()} cpus · Python {platform.python_version()}")
     old = old_factory(load_old_detector())
-    runs: list[Run] = [
-        ("Pitcrew (10 / 0.6 / 5 min + CUSUM)", Thresholds(), None),
-        (f"Pitcrew before issue 13 ({OLD_COMMIT})", Thresholds(), old),
-    ]
+    runs: list[Run] = [("Pitcrew (10 / 0.6 / 5 min + CUSUM)", Thresholds(), None)]
+    if args.previous:
+        previous = old_factory(load_old_detector(args.previous))
+        runs.append((f"Pitcrew at {args.previous}", Thresholds(), previous))
+    runs.append((f"Pitcrew before issue 13 ({OLD_COMMIT})", Thresholds(), old))
     if args.sweep:
         runs += [
             ("Pitcrew, stall_after 8 min", Thresholds(stall_after=timedelta(minutes=8)), None),

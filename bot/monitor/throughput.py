@@ -9,17 +9,25 @@ Two kinds of anomaly:
   last 2 minutes, pauses left out):
   - *severe*: it stays below `drop_ratio` x baseline for `sustain` (a drop to half is told in 5 minutes);
   - *moderate or gradual*: a CUSUM of its log-deficit, `log(baseline / recent)` less an allowance, summed over
-    time, reaches `CUSUM_LIMIT`. The allowance is `log(1 / 0.88)` or, for a job noisier than +-15%, wider:
-    `NOISE_Z` x the job's own sample noise (the robust spread of the log-differences of successive healthy
-    samples, so a drift or a decline is not noise). A deficit counts at most as much as reaches the limit in
-    `sustain` + 1 minute: deeper drops are the severe rule's, and a short deep dip is not a slowdown. At +-15%
-    noise a sustained drop to 70% is told within 10 minutes, one to 75% within about 14, and a linear decline
-    to 50% over 2 hours by the time it is about 23% down; above 88% nothing accumulates.
+    time, reaches `CUSUM_LIMIT`. The allowance is `log(1 / 0.88)` or wider, the widest of: `NOISE_Z` x the
+    job's own sample noise (the robust spread of the log-differences of successive healthy samples, so a drift
+    or a decline is not noise: for a job noisier than +-15%), and `LEVEL_Z` x the spread of its healthy level
+    (the robust standard deviation of its healthy 10-minute blocks' log-medians around their median, over this
+    run and the job's earlier ones: a job whose rate moves by +-8% with its data mix, for hours, is not slow at
+    the low end of that range), this one capped at `log(1 / 0.82)` so that a drop to 70% is still told within
+    10 minutes. A deficit counts at most as much as reaches the limit in `sustain` + 1 minute: deeper drops are
+    the severe rule's, and a short deep dip is not a slowdown. At +-15% noise around a steady level a sustained
+    drop to 70% is told within 10 minutes, one to 75% within about 14, and a linear decline to 50% over 2
+    hours by the time it is about 23% down; above 88% nothing accumulates. (A job whose healthy level moves is
+    told later: by the time it is 25-30% down.)
   Only time between samples counts: a gap longer than 2 minutes (a pause, absent or zeros) adds nothing, so the
   partial samples either side of a checkpoint are not slow minutes. Its `start` is the first slow sample (the
-  severe rule) or the sample from which the CUSUM last rose from zero. It ends once the recent throughput has
-  been back above the allowance (88% of the baseline for a quiet job) for 2 minutes (hysteresis), and `end`
-  is then the first sample of that recovered run.
+  severe rule) or the sample from which the CUSUM last rose from zero. It ends once the evidence that it is
+  back adds up (hysteresis): each minute of recent throughput above the allowance counts by how far above it
+  is, fully from the midpoint (halfway, in log, between the allowance and the baseline) up, until it is worth
+  2 minutes at the midpoint; a dip below the allowance starts it again. So a recovery to the baseline closes
+  in 2 minutes, while a level hovering at the allowance, in and out of it with its noise, stays one slowdown
+  rather than many. `end` is then the first sample of that recovered run.
 
 The baseline is anchored to the run: the larger of the median of the medians of the job's healthy 10-minute
 blocks since its last `start`, and the median of its healthy samples of the last 30 minutes. So a slowdown, even
@@ -37,6 +45,9 @@ is still a stall; a job that never sends a sample after `start` is not alerted (
 that long). Checkpoint and evaluation pauses (zero or absent samples, shorter than `stall_after`) are neither
 slow nor healthy samples: they open nothing and are not part of any median. After an `end` the job is
 inactive and silence is not an anomaly; a sample after `end` starts the job again (with a new warm-up).
+
+A live monitor need not replay a whole run at each check: `snapshot()` is an independent copy of the detector,
+and feeding it what comes after `seen_until` says exactly what feeding the original would.
 """
 
 from __future__ import annotations
