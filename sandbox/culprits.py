@@ -29,7 +29,6 @@ from typing import Any
 from bot.config import MetricsConfig, OrgConfig, ProgramConfig
 from bot.monitor.jobs import thresholds_for
 from bot.monitor.throughput import JobDetector, Sample, Thresholds
-from bot.node_metrics.culprit import FAULT_WINDOW
 from bot.node_metrics.series import Cause, ClusterMetrics, Signal
 from sandbox.node_metrics import Injected, NodeMetricsSimulator
 from sandbox.prometheus import LiveExporter, openmetrics
@@ -76,7 +75,6 @@ class Injection:
     factor: float
     since: datetime
     alert_in: timedelta  # roughly when the throughput alert comes
-    faulty_node_in: timedelta | None  # roughly when the faulty-node alert comes (None: not a node's fault)
 
     def message(self) -> str:
         where = f"{self.org}/{self.cluster}"
@@ -85,15 +83,12 @@ class Injection:
             Cause.NETWORK: f"Degraded the EFA of {self.node} ({where}): its traffic is down and retransmits are up",
             Cause.INPUT: f"Starved the data loader on every node of {where}: every GPU waits for input",
         }.get(self.cause, f"Injected {self.cause.value} into {where}")
-        lines = [
-            f"{what}; {self.job} now runs at {self.factor:.0%} of its rate.",
-            f"The throughput alert naming the {'cause' if self.node is None else 'node'} comes in about "
-            f"{_minutes(self.alert_in)}",
-        ]
-        if self.faulty_node_in is not None:
-            lines[-1] += f", a faulty-node alert after about {_minutes(self.faulty_node_in)}"
-        lines[-1] += ". Recover jobs clears it."
-        return " ".join(lines)
+        # No faulty-node alert follows: while the job's alert names the node, it is the one alert about it.
+        named = "the cause" if self.node is None else "the node and the cause (with Replace node on it)"
+        return (
+            f"{what}; {self.job} now runs at {self.factor:.0%} of its rate. The throughput alert naming {named} "
+            f"comes in about {_minutes(self.alert_in)}. Recover jobs clears it."
+        )
 
 
 def _minutes(delay: timedelta) -> str:
@@ -352,7 +347,6 @@ class SandboxNodeMetrics:
             factor=chosen.factor,
             since=since,
             alert_in=alert_delay(chosen.factor, thresholds),
-            faulty_node_in=None if node is None else FAULT_WINDOW,
         )
 
     def recover(self, *, at: datetime | None = None) -> list[str]:
