@@ -44,16 +44,20 @@ IDLE_UTIL_PERCENT = 10.0  # a checkpoint idles every GPU (about 2 %); a starved 
 
 @dataclass(frozen=True)
 class CulpritButton:
-    """One button of the console: the fault it injects and how much of its rate the job keeps."""
+    """One button of the console: the fault it injects and how much of its rate the job keeps (the nodes are
+    slowed alike: severity_for)."""
 
     cause: Cause
     label: str
-    factor: float  # a throttled GPU holds every rank back to about its clock ratio (1,210 / 1,980 MHz)
+    factor: float
 
 
+# A GPU throttled to 60 % of its clock (1,190 of 1,980 MHz) holds every rank back as much, and so does a link
+# at a fifth of its peers' traffic: the simulator's full-severity faults. The starved loader is milder. At the
+# demo's thresholds the first two are told in 2-3 minutes, the last (the CUSUM's moderate rule) in about 6.
 BUTTONS: dict[str, CulpritButton] = {
-    "thermal": CulpritButton(Cause.THERMAL, "Throttle a GPU", 0.65),
-    "network": CulpritButton(Cause.NETWORK, "Degrade a node's EFA", 0.65),
+    "thermal": CulpritButton(Cause.THERMAL, "Throttle a GPU", 0.6),
+    "network": CulpritButton(Cause.NETWORK, "Degrade a node's EFA", 0.6),
     "input": CulpritButton(Cause.INPUT, "Slow the data loader", 0.65),
 }
 

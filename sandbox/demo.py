@@ -67,9 +67,10 @@ def _culprit_line(sandbox: Sandbox) -> str:
     clusters = ", ".join(f"`{c.org.id}/{c.name}`" for c in metrics.clusters)
     return (
         "• *Throttle a GPU*, *Degrade a node's EFA*, *Slow the data loader* (under Sandbox): a node of "
-        f"{clusters} limps (or every node waits for data) and its job slows to about two thirds; in about six "
-        "minutes the throughput alert names the node and the cause, with Replace node on it; a faulty-node alert "
-        f"follows. The node metrics are in a real Prometheus at {sandbox.prometheus_url}"
+        f"{clusters} limps (or every node waits for data) and its job slows down; within a few minutes the "
+        "throughput alert names the node and the cause, with Replace node on it (for the data loader, the cause "
+        "alone); the button says when. "
+        f"The node metrics are in a real Prometheus at {sandbox.prometheus_url}"
     )
 
 
