@@ -14,7 +14,8 @@ Duplicates: a node that an open job alert of the same cluster already names as i
 gets no faulty_node alert of its own. The job alert says it already (the same peer comparison, its evidence,
 and the Replace/Reboot buttons for it), so a second message about the same node would only split the
 conversation. If the node still diverges once that job alert has closed, its faulty_node alert opens then.
-A faulty_node alert already open when a job alert later names the node stays open: both say the same node.
+A faulty_node alert already open when a job alert later names the node stays open, and the job alert's
+thread links to it (bot.monitor.jobs), so the two conversations find each other.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from zoneinfo import ZoneInfo
 
 from bot.alerts.desk import AlertDesk
 from bot.alerts.kind import Tone
+from bot.alerts.kinds import faulty as faulty_kind
 from bot.alerts.kinds import job as job_kind
 from bot.clusters.model import Backend
 from bot.config import ProgramConfig
@@ -316,6 +317,7 @@ class ThroughputMonitor:
         if not new_kind and not new_verdict:
             return 0
         first_named = isinstance(verdict, Verdict) and bool(verdict.suspects) and not row.suspects
+        new_first = isinstance(verdict, Verdict) and verdict.suspects[:1] != tuple(row.suspects[:1])
         values: dict[str, object] = {"updated_at": now}
         if new_kind:
             values["status"] = current.kind
@@ -338,7 +340,34 @@ class ThroughputMonitor:
             await self._desk.note(row, note, cluster=None, silence=silence, tone=tone, coordination=False)
             if first_named and isinstance(verdict, Verdict) and verdict.chart is not None and row.message_ts:
                 await upload_peer_chart(self._desk, row, verdict.chart, thread_ts=row.message_ts)
+            if new_first:
+                await self._link_faulty(row)
         return 1
+
+    async def _link_faulty(self, row: Episode) -> None:
+        """The node this job alert now names already has a faulty_node alert open (it diverged before the job
+        slowed): a line in this thread links to it, so the two conversations find each other."""
+        if not row.suspects or not row.message_ts:
+            return
+        async with self._desk.db.session() as session:
+            opened = await crud.open_episodes(session, org_id=row.org_id)
+        faulty = next(
+            (
+                e
+                for e in opened
+                if e.kind == faulty_kind.KIND.name
+                and e.cluster_name == row.cluster_name
+                and e.node_key == row.suspects[0]
+            ),
+            None,
+        )
+        if faulty is None or not faulty.message_ts or faulty.silenced:
+            return
+        link = await self._desk.permalink(faulty.channel_id, faulty.message_ts)
+        where = f"<{link}|its faulty-node alert>" if link else f"its faulty-node alert (episode #{faulty.id})"
+        since = when(faulty.failing_since or faulty.opened_at, self._desk.tz)
+        note = f"`{faulty.node_key}` has diverged from its peers since {since}: see {where}."
+        await self._desk.post(row.channel_id, self._desk.presenter.note(note), thread_ts=row.message_ts)
 
     async def _assess(self, judged: Judged, reads: MetricsReads, now: datetime) -> Assessed:
         """The culprit of the job's anomaly: its cluster's nodes against their peers over the anomaly and the
@@ -448,6 +477,7 @@ class ThroughputMonitor:
             await self._chart(row, now, thread_ts=row.message_ts, anomaly=anomaly)
             if isinstance(verdict, Verdict) and verdict.suspects and verdict.chart is not None:
                 await upload_peer_chart(self._desk, row, verdict.chart, thread_ts=row.message_ts)
+            await self._link_faulty(row)
 
     async def _close(
         self,

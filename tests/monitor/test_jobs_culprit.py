@@ -215,3 +215,37 @@ async def test_a_verdict_reached_after_a_restart_edits_the_alert_and_tells_its_t
         assert len(alerts_in(world, "Training slowed down")) == 1, "the same alert, edited: not a second one"
         row = await job_episode(world)
         assert (row.cause, row.suspects[:1]) == ("network", [culprit])
+
+
+async def test_a_job_alert_naming_a_node_with_a_faulty_node_alert_open_links_to_it(
+    start: Callable[..., Any], prometheus_with: Callable[..., str], seeded_aws: SeededAws
+) -> None:
+    """The node diverged before the job slowed: its faulty_node alert is open when the job alert names it.
+    No second faulty alert, and the job alert's thread points at the one there is."""
+    nodes = worker_nodes(seeded_aws)[:6]
+    culprit = nodes[3]
+    now = datetime.now(UTC).replace(microsecond=0)
+    since = now - timedelta(minutes=12)
+    simulator = NodeMetricsSimulator(cluster=CLUSTER, nodes=nodes, seed=9)
+    simulator.inject(
+        Injected(cause=Cause.NETWORK, node=culprit, start=(now - timedelta(minutes=40)).timestamp(), end=None)
+    )
+    url = prometheus_with(simulator.series(start=(now - timedelta(hours=2)).timestamp(), end=now.timestamp()))
+
+    async with start(program_transform=with_metrics(url)) as world:
+        await world.pitcrew.ready.wait()
+        await slowed_job(world, now, since=since)
+        desk = world.pitcrew.services.alerts
+        desk.clock = lambda: now - timedelta(minutes=16)  # before the job slowed
+        await check(world)
+        assert not alerts_in(world, "Training slowed down")
+        (faulty,) = alerts_in(world, "Faulty node")
+        assert culprit in faulty.text and "(network)" in faulty.text
+
+        desk.clock = lambda: now
+        await check(world)
+        (alert,) = alerts_in(world, "Training slowed down")
+        assert f"Likely culprit: `{culprit}`" in body(alert)
+        links = [m for m in thread(world, alert) if "faulty-node alert" in m.text and culprit in m.text]
+        assert len(links) == 1, [m.text for m in thread(world, alert)]
+        assert len(alerts_in(world, "Faulty node")) == 1, "still the one faulty-node alert"
