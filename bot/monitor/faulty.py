@@ -36,6 +36,7 @@ from bot.monitor.metrics_reads import MetricsReads, ReadFailed
 from bot.node_metrics.culprit import FAULT_WINDOW, assess_nodes
 from bot.node_metrics.series import NodeAssessment, NodeFault, PeerChart
 from bot.slack import charts
+from bot.slack.blocks import escape
 from storage import crud
 from storage.models import Episode
 
@@ -121,7 +122,8 @@ class FaultyNodeMonitor:
                 log.exception("faulty-node check of %s/%s failed", cluster.org_id, cluster.name)
         for rows in by_cluster.values():  # its cluster is gone, or its org's metrics are no longer configured
             for row in rows.values():
-                note = f"`{row.node_key}`: its cluster is no longer watched (gone, or its metrics no longer read)."
+                node = escape(row.node_key)
+                note = f"`{node}`: its cluster is no longer watched (gone, or its metrics no longer read)."
                 changed += await self._close(row, now, status=UNWATCHED, note=note, tone=Tone.NEWS)
         return changed
 
@@ -141,11 +143,12 @@ class FaultyNodeMonitor:
         changed = 0
         for node, row in rows.items():
             now_seen = present.get(node)
+            shown = escape(node)  # a label's value, from the org's exporters: it mentions nobody
             if now_seen is None:
-                note = f"`{node}` left the cluster (replaced or removed): this alert is closed."
+                note = f"`{shown}` left the cluster (replaced or removed): this alert is closed."
                 changed += await self._close(row, now, status=faulty_kind.LEFT, note=note, tone=Tone.NEWS)
             elif now_seen.clear:
-                note = f"`{node}` is back in line with its peers."
+                note = f"`{shown}` is back in line with its peers."
                 changed += await self._close(row, now, status=faulty_kind.CLEARED, note=note, tone=Tone.RECOVERED)
             elif now_seen.fault is not None and now_seen.fault.cause.value != row.cause:
                 changed += await self._worse(row, now_seen.fault, now)
@@ -188,7 +191,7 @@ class FaultyNodeMonitor:
         await self._desk.update(row, {**values, "updated_at": now})
         if not row.silenced:
             silence = await self._desk.silence_for(row.org_id, row.backend, row.cluster_name)
-            note = f"`{row.node_key}` now shows {fault.cause.value}: {fault.evidence}"
+            note = f"`{escape(row.node_key)}` now shows {fault.cause.value}: {escape(fault.evidence)}"
             await self._desk.note(row, note, cluster=None, silence=silence, tone=Tone.WORSE)
         return 1
 

@@ -38,7 +38,7 @@ from bot.monitor.throughput import Anomaly, JobDetector, Sample, Thresholds
 from bot.node_metrics.culprit import HEALTHY_BEFORE, find_culprit
 from bot.node_metrics.series import Cause, ClusterMetrics, Verdict
 from bot.slack import charts
-from bot.slack.blocks import when
+from bot.slack.blocks import escape, when
 from storage import crud
 from storage.models import Episode, EpisodeKind, ThroughputSample
 
@@ -337,7 +337,8 @@ class ThroughputMonitor:
             else:
                 said = culprit if culprit.startswith("Per-node metrics") else f"Per-node metrics now say: {culprit}"
                 note, tone = said, Tone.NEWS
-            await self._desk.note(row, note, cluster=None, silence=silence, tone=tone, coordination=False)
+            # Node ids and evidence come from the org's exporters' labels: escaped, so they can mention nobody.
+            await self._desk.note(row, escape(note), cluster=None, silence=silence, tone=tone, coordination=False)
             if first_named and isinstance(verdict, Verdict) and verdict.chart is not None and row.message_ts:
                 await upload_peer_chart(self._desk, row, verdict.chart, thread_ts=row.message_ts)
             if new_first:
@@ -366,7 +367,7 @@ class ThroughputMonitor:
         link = await self._desk.permalink(faulty.channel_id, faulty.message_ts)
         where = f"<{link}|its faulty-node alert>" if link else f"its faulty-node alert (episode #{faulty.id})"
         since = when(faulty.failing_since or faulty.opened_at, self._desk.tz)
-        note = f"`{faulty.node_key}` has diverged from its peers since {since}: see {where}."
+        note = f"`{escape(faulty.node_key)}` has diverged from its peers since {since}: see {where}."
         await self._desk.post(row.channel_id, self._desk.presenter.note(note), thread_ts=row.message_ts)
 
     async def _assess(self, judged: Judged, reads: MetricsReads, now: datetime) -> Assessed:

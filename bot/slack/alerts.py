@@ -400,7 +400,7 @@ class FaultyNodePresenter:
         return faulty_node_coordination_line(view.first, channel=channel, now=view.now)
 
     def held_back(self, row: Any) -> str:
-        return f"faulty node `{row.node_key}` ({row.cause or 'unknown'})"
+        return f"faulty node `{escape(row.node_key)}` ({escape(row.cause or 'unknown')})"
 
 
 # A new kind: its module in bot.alerts.kinds, its presenter above, and its line here.

@@ -129,3 +129,35 @@ async def test_a_faulty_node_opens_an_alert_that_closes_when_it_recovers_or_leav
         ), "no healthy peer, and not the replacement, got an alert"
         reads = services.throughput.last_reads
         assert reads is not None and set(reads.reads.values()) == {1}, "one read per cluster per check"
+
+
+async def test_a_node_label_that_looks_like_a_mention_mentions_nobody(
+    sandbox_factory: Callable[..., Any],  # noqa: F811
+    prometheus_with: Callable[..., str],
+    seeded_aws: SeededAws,
+) -> None:
+    """Node ids come from the org's exporters' labels: whatever they say is shown, never acted on by Slack."""
+    tricky = "<!channel> i-0bad"
+    nodes = ["i-0aaa0000000000001", "i-0aaa0000000000002", tricky, "i-0aaa0000000000004"]
+    t0 = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(hours=2)
+    simulator = NodeMetricsSimulator(cluster=CLUSTER, nodes=nodes, gpus_per_node=2, seed=3)
+    simulator.inject(
+        Injected(cause=Cause.THERMAL, node=tricky, start=(t0 + timedelta(minutes=20)).timestamp(), end=None)
+    )
+    simulator.clear(at=(t0 + timedelta(minutes=50)).timestamp())
+    url = prometheus_with(simulator.series(start=t0.timestamp(), end=(t0 + timedelta(minutes=80)).timestamp()))
+
+    async with sandbox_factory(program_transform=with_metrics(url)) as world:
+        await world.pitcrew.ready.wait()
+        services = world.pitcrew.services
+        await services.monitor.sweep()
+        await services.drain()
+        for minutes in (40, 70):  # opened while throttled, closed once back in line
+            services.alerts.clock = lambda minutes=minutes: t0 + timedelta(minutes=minutes)
+            await services.throughput.check()
+            await services.drain()
+        posted = [m for m in world.slack.messages if "i-0bad" in m.text or "i-0bad" in str(m.blocks)]
+        assert posted, "the alert and its notes were posted"
+        for message in posted:
+            assert "<!channel>" not in message.text and "<!channel>" not in str(message.blocks), message.text
+        assert any("&lt;!channel&gt;" in str(m.blocks) for m in posted)
