@@ -50,6 +50,9 @@ CAUSE_WINDOW = timedelta(minutes=30)  # a node failure this close before the ano
 PRUNE_EVERY = timedelta(hours=1)
 BASELINE_BEFORE = timedelta(hours=1)  # replayed before an open anomaly, so its baseline does not age out
 LONGEST_REPLAY = timedelta(hours=48)
+# An episode's culprit is re-assessed while it is younger than this: each check reads its whole window and
+# the healthy hour before it, so a two-day hang would read two days a minute. An older one keeps its verdict.
+CULPRIT_FOR = timedelta(hours=3)
 
 
 def thresholds_for(program: ProgramConfig, org_id: str) -> Thresholds:
@@ -224,7 +227,7 @@ class ThroughputMonitor:
         # Every cluster's per-node metrics are read once for this check, over what all of its users need.
         reads = self.last_reads = MetricsReads(readers=self._readers, end=now)
         for one in judged:
-            if one.since is not None:
+            if one.since is not None and now - one.since <= CULPRIT_FOR:
                 reads.want(one.org_id, one.cluster, start=one.since - HEALTHY_BEFORE)
         faulty = self._faulty
         watched = await faulty.watched(self._readers.keys()) if faulty is not None and self._readers else []
@@ -374,8 +377,8 @@ class ThroughputMonitor:
         """The culprit of the job's anomaly: its cluster's nodes against their peers over the anomaly and the
         healthy hour before it."""
         since = judged.since
-        if since is None:
-            return None
+        if since is None or now - since > CULPRIT_FOR:
+            return None  # an old episode keeps the verdict it has (its columns, _culprit_line)
         healthy_start = since - HEALTHY_BEFORE
         metrics = await reads.get(judged.org_id, judged.cluster, start=healthy_start)
         if metrics is None or isinstance(metrics, ReadFailed):
@@ -407,10 +410,10 @@ class ThroughputMonitor:
     def _culprit_line(verdict: Assessed, row: Episode | None) -> str:
         if isinstance(verdict, Verdict):
             return culprit_text(verdict)
+        said = named_text(row.cause, row.suspects) if row is not None else ""
         if isinstance(verdict, ReadFailed):  # what was said before stands; else why nothing can be said
-            said = named_text(row.cause, row.suspects) if row is not None else ""
             return said or unreadable_text(verdict)
-        return ""
+        return said  # not assessed now (no metrics, or an old episode): what was said stands
 
     def _figures(self, detector: JobDetector, anomaly: Anomaly | None, unit: str) -> str:
         baseline = detector.baseline
