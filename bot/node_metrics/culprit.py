@@ -374,7 +374,7 @@ class _Finding:
     kind: str
     share: float  # of the judged steps (or steps present, for GPU faults)
     depth: float  # how far off (lower clock ratio, lower traffic ratio): for ranking within a kind
-    gpu: int  # the GPU index the kind points at, -1 for network
+    gpu: int  # the GPU (network: the EFA device) the kind points at; -1 for none or the whole node
     evidence: str
     chart: PeerChart | None
     first: float  # the first flagged step's time
