@@ -53,14 +53,12 @@ async def faulty_episodes(world: Sandbox) -> list[Episode]:
     return [r for r in rows if r.kind == "faulty_node"]
 
 
-async def test_a_faulty_node_opens_an_alert_that_closes_when_it_recovers_or_leaves(
-    sandbox_factory: Callable[..., Any],  # noqa: F811
-    prometheus_with: Callable[..., str],
-    seeded_aws: SeededAws,
-) -> None:
+def story(seeded_aws: SeededAws, prometheus_with: Callable[..., str]) -> tuple[datetime, str, str, str]:
+    """The history both tests read (the same content, so the same Prometheus): its start, the node whose EFA
+    degrades over [30, 90) min, the node throttled from 120 min and replaced at 150 min, and the URL."""
     nodes = worker_nodes(seeded_aws)[:8]
     degraded, throttled = nodes[2], nodes[6]
-    t0 = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(hours=4)
+    t0 = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=4)
 
     def at(minutes: float) -> float:
         return (t0 + timedelta(minutes=minutes)).timestamp()
@@ -73,7 +71,15 @@ async def test_a_faulty_node_opens_an_alert_that_closes_when_it_recovers_or_leav
     )
     simulator.inject(Injected(cause=Cause.NETWORK, node=degraded, start=at(30), end=at(90)))
     simulator.inject(Injected(cause=Cause.THERMAL, node=throttled, start=at(120), end=None))
-    url = prometheus_with(simulator.series(start=at(0), end=at(180)))
+    return t0, degraded, throttled, prometheus_with(simulator.series(start=at(0), end=at(180)))
+
+
+async def test_a_faulty_node_opens_an_alert_that_closes_when_it_recovers_or_leaves(
+    sandbox_factory: Callable[..., Any],  # noqa: F811
+    prometheus_with: Callable[..., str],
+    seeded_aws: SeededAws,
+) -> None:
+    t0, degraded, throttled, url = story(seeded_aws, prometheus_with)
 
     async with sandbox_factory(program_transform=with_metrics(url)) as world:
         await world.pitcrew.ready.wait()
@@ -161,3 +167,34 @@ async def test_a_node_label_that_looks_like_a_mention_mentions_nobody(
         for message in posted:
             assert "<!channel>" not in message.text and "<!channel>" not in str(message.blocks), message.text
         assert any("&lt;!channel&gt;" in str(m.blocks) for m in posted)
+
+
+async def test_a_silenced_cluster_holds_back_a_faulty_node_alert_as_one_line_in_the_silenced_thread(
+    sandbox_factory: Callable[..., Any],  # noqa: F811
+    prometheus_with: Callable[..., str],
+    seeded_aws: SeededAws,
+) -> None:
+    t0, degraded, throttled, url = story(seeded_aws, prometheus_with)
+    async with sandbox_factory(program_transform=with_metrics(url)) as world:
+        await world.pitcrew.ready.wait()
+        services = world.pitcrew.services
+        await services.monitor.sweep()
+        await services.drain()
+
+        async def check(minutes: float) -> None:
+            services.alerts.clock = lambda: t0 + timedelta(minutes=minutes)
+            await services.throughput.check()
+            await services.drain()
+
+        await check(45)
+        (alert,) = faulty_alerts(world, degraded)
+        await world.slack.click(user_id=ALICE, message=alert, action_id="alert_silence_24")
+        await world.slack.wait_for(lambda m: m.thread_ts == alert.ts and "Silenced until" in m.text, timeout=15)
+        await check(140)  # the throttled node diverges now, under the silence
+        assert not faulty_alerts(world, throttled), "held back: no message in the channel"
+        (held,) = [m for m in thread(world, alert) if "Held back" in m.text]
+        assert f"faulty node {throttled} (thermal)" in held.text
+        await check(170)  # it left while silenced: closed, nothing posted in the channel
+        assert not faulty_alerts(world, throttled)
+        states = {(e.node_key, e.state, e.silenced) for e in await faulty_episodes(world)}
+        assert (throttled, "closed", True) in states
