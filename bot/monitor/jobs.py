@@ -313,9 +313,11 @@ class ThroughputMonitor:
             await self._open(judged.org_id, judged.cluster, judged.job, current, detector, rows, now, verdict)
             return 1
         new_kind = row.status != current.kind
-        new_verdict = isinstance(verdict, Verdict) and (verdict.cause.value, list(verdict.suspects)) != (
+        # A new verdict is a new cause or a new first suspect; the order of the others may shift from one
+        # minute to the next, and is not worth an edit and a note each time.
+        new_verdict = isinstance(verdict, Verdict) and (verdict.cause.value, list(verdict.suspects[:1])) != (
             row.cause,
-            list(row.suspects),
+            list(row.suspects[:1]),
         )
         if not new_kind and not new_verdict:
             return 0
