@@ -313,7 +313,7 @@ def faulty_node_alert(
     if episode.message:
         body.append(section(f"*Evidence*: {escape(episode.message)[:2500]}"))
     if is_open:
-        body.append(section("No job has to be slow yet: its peers are the yardstick. Chart in the thread."))
+        body.append(section("Found by comparing the node with its peers: no job needs to have slowed yet."))
         body.append(_buttons(episode, actions, silence=silence))
     body.append(context(" · ".join(_footer(episode, tz, silence))))
     text = title.replace("`", "") + (f": {episode.message}" if is_open and episode.message else "")
