@@ -16,7 +16,8 @@ What a node shows, per step:
   utilization and at most half the power of its node's working GPUs;
 - `gpu_memory`: an XID 48, 63, 64, 94 or 95 (ECC, row remapping); other XIDs (13, 31, 43, ...) are the
   application's and blame no node;
-- `thermal`: a working GPU's SM clock below 0.9 of its peers' median clock;
+- `thermal`: a working GPU's SM clock below 0.9 of its peers' median clock (in an episode, also below 0.95
+  of it when its median ratio to its peers fell as far against the healthy window);
 - `network`: the node's EFA traffic (rx + tx; its median device, or any one device, so one bad link among
   32 shows) below 0.85 of its peers' median device with retransmits up there (over 10/s per device and 5
   times its peers'), or below half of it whatever the retransmits.
@@ -28,13 +29,14 @@ likely first: a fresh GPU fault, then a fresh memory XID, then thermal, then net
 already there throughout the healthy window. When no node diverges and every node's utilization is down
 against the healthy window (steps where every node idles, checkpoints and the job down, left out of both;
 a job idle over most of the episode is not running, not starved for data), the cause is `input`;
-otherwise `unknown`. What it cannot tell: a throttle under 10 %, a link under 15 % slower without
-retransmits, a fault on half the cluster (the median is then no longer healthy).
+otherwise `unknown`. What it cannot tell: a throttle under 5 % (under 10 % for a faulty node, which has no
+healthy window), a link under 15 % slower or without retransmits, a fault on half the cluster (the median is
+then no longer healthy), peers of another instance type under the same cluster label (compared as alike).
 
 Tiny clusters. With two nodes the "peers' median" is the other node; every rule above is one-sided (slower,
 less traffic, an XID), so the healthy node of the two is never the one below; `find_culprit` also requires a
-two-node suspect's clock or traffic to have fallen against its own healthy window. A single node has no
-peers: only its XIDs, a vanished GPU and a dead GPU beside working ones can name it.
+two-node suspect's clock (against its peer's) or traffic to have fallen against its own healthy window. A
+single node has no peers: only its XIDs, a vanished GPU and a dead GPU beside working ones can name it.
 
 `assess_nodes` judges the last `window`: a fault when the divergence covers 60 % of the window's steps (an
 XID: two samples); `clear` when no XID shows, every divergence covers at most 10 % of the steps, and the node
@@ -71,6 +73,7 @@ IDLE_UTIL = 10.0  # a cluster whose median node is below this is not running, no
 DEAD_UTIL = 5.0
 DEAD_POWER_SHARE = 0.5  # a dead GPU's power against its node's working GPUs (at most half)
 CLOCK_RATIO = 0.9
+MILD_CLOCK_RATIO = 0.95  # a milder throttle, named only in an episode and only if the GPU's own clock fell
 EFA_LOW = 0.85
 EFA_VERY_LOW = 0.5
 RETRANS_FLOOR = 10.0  # retransmits per second per device that count as "up", and 5 x the peers'
@@ -87,6 +90,7 @@ HANG_LEAD = timedelta(minutes=2)  # a node gone dark this long after a hang bega
 
 # The kinds of divergence, most telling first (the order suspects are ranked in).
 KINDS = ("xid_gpu", "gpu_gone", "gpu_dead", "xid_memory", "thermal", "network")
+EPISODE_KINDS = (*KINDS, "thermal_mild")  # the faulty-node check has no healthy window to tell a mild one
 KIND_CAUSE = {
     "xid_gpu": Cause.GPU,
     "gpu_gone": Cause.GPU,
@@ -94,6 +98,7 @@ KIND_CAUSE = {
     "xid_memory": Cause.GPU_MEMORY,
     "thermal": Cause.THERMAL,
     "network": Cause.NETWORK,
+    "thermal_mild": Cause.THERMAL,
 }
 XID_KINDS = ("xid_gpu", "xid_memory")
 
@@ -297,6 +302,9 @@ def _steps(grid: _Grid) -> _Steps:
     slow = (ratio < CLOCK_RATIO) & (util >= BUSY_UTIL) & judged[..., None]
     flags["thermal"] = slow.any(axis=2)
     which["thermal"] = np.where(flags["thermal"], np.nanargmin(np.where(slow, ratio, np.inf), axis=2), -1)
+    mild = (ratio < MILD_CLOCK_RATIO) & (util >= BUSY_UTIL) & judged[..., None]
+    flags["thermal_mild"] = mild.any(axis=2)
+    which["thermal_mild"] = np.where(flags["thermal_mild"], np.nanargmin(np.where(mild, ratio, np.inf), axis=2), -1)
 
     # Network: less traffic than the peers (per device, so a device the exporter misses does not count),
     # with retransmits up; on the whole node (its median device), or on one device (a bad link or cable,
@@ -414,13 +422,14 @@ def _evidence(st: _Steps, kind: str, rows: np.ndarray, i: int, gpu: int) -> str:
         return (
             f"GPU {label} at {_num(util)} % utilization and {_num(power)} W, its node's other GPUs at {_num(others)} %"
         )
-    if kind == "thermal":
-        slow_gpus = np.unique(st.which_gpu["thermal"][flagged, i])
+    if kind in ("thermal", "thermal_mild"):
+        line = CLOCK_RATIO if kind == "thermal" else MILD_CLOCK_RATIO
+        slow_gpus = np.unique(st.which_gpu[kind][flagged, i])
         clock = _median(st.node_clock[flagged, i, gpu])
         temp = _median(grid.gpu[Signal.GPU_TEMP][flagged, i, gpu])
         power = _median(grid.gpu[Signal.POWER][flagged, i, gpu])
         peer_clock = _median(st.peer_clock[flagged, i])
-        slow_ratio = st.node_clock[flagged, i, :] < CLOCK_RATIO * st.peer_clock[flagged, i][:, None]
+        slow_ratio = st.node_clock[flagged, i, :] < line * st.peer_clock[flagged, i][:, None]
         throttled = int(np.median(slow_ratio.sum(axis=1))) if flagged.any() else 1
         who = f"GPU {label}" if throttled <= 1 or slow_gpus.size == 0 else f"{throttled} GPUs"
         heat = f"{_num(temp)} °C" if not np.isnan(temp) else "temperature unknown"
@@ -451,7 +460,7 @@ def _chart(st: _Steps, kind: str, rows: np.ndarray, i: int, gpu: int) -> PeerCha
         peers = _peer_median(_nanmedian(grid.gpu[signal], axis=2))
         return tuple(values[rows, i].tolist()), tuple(peers[rows, i].tolist())
 
-    if kind == "thermal":
+    if kind in ("thermal", "thermal_mild"):
         suspect, peers = per_gpu(Signal.SM_CLOCK)
         return PeerChart(Signal.SM_CLOCK, f"SM clock of GPU {label} (MHz)", node, times, suspect, peers)
     if kind == "network" and 0 <= gpu < len(grid.devices):
@@ -514,7 +523,7 @@ def _findings(
             gpu = _mode(st.which_gpu[kind][flagged, i])
             if kind == "network" and 2 * int((st.which_gpu[kind][flagged, i] >= 0).sum()) <= hits:
                 gpu = -1  # mostly the whole node, not one device
-            if kind == "thermal":
+            if kind in ("thermal", "thermal_mild"):
                 depth = _median(st.node_clock[flagged, i, gpu] / st.peer_clock[flagged, i])
             elif kind == "network" and gpu >= 0:
                 depth = _median(st.traffic[flagged, i, gpu] / st.peer_efa_per_device[flagged, i])
@@ -547,12 +556,17 @@ def _rows(grid: _Grid, start: datetime, end: datetime, *, inclusive: bool = True
 
 
 def _fell_from_healthy(st: _Steps, f: _Finding, episode: np.ndarray, healthy: np.ndarray) -> bool:
-    """For a two-node cluster: the suspect's clock or traffic fell against its own healthy window."""
+    """The suspect's clock or traffic fell against its own healthy window (asked of a two-node cluster's
+    suspects, and of a mild throttle's)."""
     i = st.grid.nodes.index(f.node)
-    if f.kind == "thermal":
-        before = _median(st.node_clock[healthy, i, f.gpu])
-        now = _median(st.node_clock[episode & st.flags["thermal"][:, i], i, f.gpu])
-        return bool(now < CLOCK_RATIO * before) if not np.isnan(before) else False
+    if f.kind in ("thermal", "thermal_mild"):
+        # The GPU's clock against its peers', over every judged step of each window (not only the slow
+        # ones): a cluster-wide change (a hot hall) moves the peers too, noise does not move the median.
+        line = CLOCK_RATIO if f.kind == "thermal" else MILD_CLOCK_RATIO
+        ratio = st.node_clock[:, i, f.gpu] / st.peer_clock[:, i]
+        before = _median(ratio[healthy & st.judged[:, i]])
+        now = _median(ratio[episode & st.judged[:, i]])
+        return bool(now < line * before) if not np.isnan(before) else False
     if f.kind == "network":
         traffic = st.traffic[:, i, f.gpu] if f.gpu >= 0 else st.efa_per_device[:, i]
         before = _median(traffic[healthy & st.judged[:, i]])
@@ -564,7 +578,7 @@ def _fell_from_healthy(st: _Steps, f: _Finding, episode: np.ndarray, healthy: np
 def _rank(findings: Sequence[_Finding], stale: set[tuple[str, str]]) -> list[_Finding]:
     def key(f: _Finding) -> tuple[int, int, float, float]:
         old = (f.node, f.kind) in stale
-        return (int(old), KINDS.index(f.kind), -min(f.share, 1.0), f.depth)
+        return (int(old), EPISODE_KINDS.index(f.kind), -min(f.share, 1.0), f.depth)
 
     return sorted(findings, key=key)
 
@@ -583,13 +597,14 @@ def find_culprit(
         return Verdict(Cause.UNKNOWN, evidence="no per-node metrics over the episode")
     chart_rows = healthy | episode
     findings = _findings(
-        st, episode, share=PERSISTENT, chart_rows=chart_rows, kinds=[k for k in KINDS if k not in XID_KINDS]
+        st, episode, share=PERSISTENT, chart_rows=chart_rows, kinds=[k for k in EPISODE_KINDS if k not in XID_KINDS]
     )
     lead = _rows(grid, episode_start - XID_LEAD, episode_start, inclusive=False)
     findings += _findings(st, episode | lead, share=PERSISTENT, chart_rows=chart_rows, kinds=XID_KINDS)
     nodes_present = int(st.up[episode].any(axis=0).sum())
     if nodes_present <= 2:
         findings = [f for f in findings if _fell_from_healthy(st, f, episode, healthy)]
+    findings = [f for f in findings if f.kind != "thermal_mild" or _fell_from_healthy(st, f, episode, healthy)]
     # An XID shown from the healthy window's start on was there before the slowdown.
     stale: set[tuple[str, str]] = set()
     for f in findings:

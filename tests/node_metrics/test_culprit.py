@@ -524,3 +524,19 @@ def test_random_faults_name_their_node(
     metrics = sim.series(start=T0, end=EPISODE + 1800, step=30)
     verdict = culprit(metrics, start=EPISODE + lag, minutes=15)
     assert (verdict.cause, verdict.suspects[:1]) == (cause, (node,)), verdict
+
+
+def test_a_mild_throttle_is_named_in_an_episode_only_if_the_gpu_fell() -> None:
+    """A GPU at 92 % of its clock: in an episode it is named when its own clock fell that far against the
+    healthy window; one that has been that slow since before (binned low, or throttled for hours) is not the
+    episode's culprit; neither opens a faulty-node alert (no healthy window there to tell it from a bin)."""
+    fell = cluster()
+    fell.inject(Injected(cause=Cause.THERMAL, node=NODES[7], start=EPISODE, end=None, gpu=5, severity=0.2))
+    metrics = fell.series(start=T0, end=EPISODE + 1800)
+    verdict = culprit(metrics)
+    assert (verdict.cause, verdict.suspects) == (Cause.THERMAL, (NODES[7],))
+    assert verdict.evidence.startswith("GPU 5 at 1,8")
+    assert faulty_episodes(metrics) == []
+    always = cluster()
+    always.inject(Injected(cause=Cause.THERMAL, node=NODES[7], start=T0, end=None, gpu=5, severity=0.2))
+    assert culprit(always.series(start=T0, end=EPISODE + 1800)).suspects == ()
