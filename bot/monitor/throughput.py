@@ -14,12 +14,12 @@ Two kinds of anomaly:
     or a decline is not noise: for a job noisier than +-15%), and `LEVEL_Z` x the spread of its healthy level
     (the robust standard deviation of its healthy 10-minute blocks' log-medians around their median, over this
     run and the job's earlier ones: a job whose rate moves by +-8% with its data mix, for hours, is not slow at
-    the low end of that range), this one capped at `log(1 / 0.82)` so that a drop to 70% is still told within
-    10 minutes. A deficit counts at most as much as reaches the limit in `sustain` + 1 minute: deeper drops are
-    the severe rule's, and a short deep dip is not a slowdown. At +-15% noise around a steady level a sustained
-    drop to 70% is told within 10 minutes, one to 75% within about 14, and a linear decline to 50% over 2
-    hours by the time it is about 23% down; above 88% nothing accumulates. (A job whose healthy level moves is
-    told later: by the time it is 25-30% down.)
+    the low end of that range), this one capped at `log(1 / 0.855)`, the widest allowance that still tells a
+    steady decline to 50% over 2 hours by 25% down (and a drop to 70% within 10 minutes). A deficit counts at
+    most as much as reaches the limit in `sustain` + 1 minute: deeper drops are the severe rule's, and a short
+    deep dip is not a slowdown. At +-15% noise around a steady level a sustained drop to 70% is told within 10
+    minutes, one to 75% within about 14, and a linear decline to 50% over 2 hours by the time it is about 23%
+    down; above 88% nothing accumulates. (A job whose healthy level moves is told later, up to about 30% down.)
   Only time between samples counts: a gap longer than 2 minutes (a pause, absent or zeros) adds nothing, so the
   partial samples either side of a checkpoint are not slow minutes. Its `start` is the first slow sample (the
   severe rule) or the sample from which the CUSUM last rose from zero. It ends once the evidence that it is
@@ -73,7 +73,8 @@ NOISE_BLOCKS = 6  # the job's noise: the median spread of its last this many blo
 ALLOWANCE = math.log(1 / 0.88)  # the least log-deficit the CUSUM lets pass: a quiet job's 12% wobble
 NOISE_Z = 1.2  # ... or this many times the job's sample noise (the 2-minute median is about 0.6 x as noisy)
 LEVEL_Z = 3.0  # ... or this many times the spread of its healthy 10-minute levels since the start (mix, wander)
-LEVEL_ALLOWANCE_MAX = math.log(1 / 0.82)  # ... but no wider for that: a drop to 70% still reaches the limit in 10 min
+LEVEL_ALLOWANCE_MAX = math.log(1 / 0.855)  # ... but no wider for that: the widest that still tells a decline to 50%
+# over 2 hours by the time it is 25% down (the integral of its log-deficit past 0.855 reaches CUSUM_LIMIT just then)
 LEVEL_MIN_BLOCKS = 3  # the level spread needs at least this many healthy blocks
 CUSUM_LIMIT = 1.6  # log-deficit-minutes past the allowance that make a slowdown (70%: about 8 min, 75%: 11)
 NEVER_BEFORE = timedelta(minutes=1)  # the CUSUM opens nothing sooner than `sustain` + this: deep drops are the
