@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -342,6 +343,47 @@ async def test_json_that_is_not_a_matrix(canned: Callable[..., str]) -> None:
     assert "expected a matrix" in message
     message = await _failure(canned(200, b'{"status": "success", "data": {"resultType": "matrix", "result": [{}]}}'))
     assert "malformed" in message
+
+
+async def test_an_answer_out_of_order_with_repeats_and_non_finite_values(canned: Callable[..., str]) -> None:
+    """What a proxy or another implementation of the API may send: the series comes back ascending, the last
+    of two samples at one time kept, NaN and infinities left out, a series without a node left out."""
+    answer = {
+        "status": "success",
+        "data": {
+            "resultType": "matrix",
+            "result": [
+                {
+                    "metric": {"instance_id": "i-1", "gpu": "0", "device": "rdmap0s31"},
+                    "values": [[T0 + 60, "3"], [T0, "1.5"], [T0 + 30, "NaN"], [T0 + 60, "4e3"], [T0 + 90, "+Inf"]],
+                },
+                {"metric": {"instance_id": "i-2", "gpu": "0", "device": "rdmap0s31"}, "values": [[T0, "-Inf"]]},
+                {"metric": {"gpu": "1", "device": "rdmap0s31"}, "values": [[T0, "7"]]},
+                {"metric": {"instance_id": "i-3", "gpu": "0", "device": "rdmap0s31"}, "values": []},
+            ],
+        },
+    }
+    reader = PrometheusReader(config=MetricsConfig(prometheus_url=canned(200, json.dumps(answer).encode())))
+    try:
+        read = await reader.cluster_metrics(
+            "c", start=datetime.fromtimestamp(T0, UTC), end=datetime.fromtimestamp(T0 + 90, UTC)
+        )
+    finally:
+        await reader.aclose()
+    assert {(s.node, s.device) for s in read.series} == {("i-1", "0"), ("i-1", "rdmap0s31")}
+    assert {(s.times, s.values) for s in read.series} == {((T0, T0 + 60), (1.5, 4000.0))}
+    assert all(type(v) is float for s in read.series for v in s.times + s.values)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [[[T0, "1", "2"]], [[T0]], [T0, "1"], "1", None, [[T0, "one"]], [[T0, {"v": 1}]]],
+    ids=["triple", "single", "flat", "string", "null", "word", "object"],
+)
+async def test_values_that_are_not_time_value_pairs_are_malformed(canned: Callable[..., str], values: Any) -> None:
+    answer = {"status": "success", "data": {"resultType": "matrix", "result": [{"metric": {}, "values": values}]}}
+    message = await _failure(canned(200, json.dumps(answer).encode()))
+    assert "a series in the answer is malformed" in message
 
 
 async def test_an_access_denied_from_a_gateway_quotes_its_message(canned: Callable[..., str]) -> None:
