@@ -11,9 +11,9 @@ What a node shows, per step:
 
 - `gpu`: an XID 79 (fallen off the bus) or 74 (NVLink) on one of its GPUs; a GPU that stopped reporting
   while the node's others still do (it reported earlier, or it leaves a hole in the GPU indices, or its
-  peers report it); every GPU of the node gone while its EFA still reports and the job hangs since it went
-  dark (its peers at 80 % utilization or more with no tensor activity: NCCL spinning); a GPU at no
-  utilization and at most half the power of its node's working GPUs;
+  peers report it); a GPU at no utilization and at most half the power of its node's working GPUs; every
+  GPU of the node gone while its EFA still reports and the job hangs, the two begun within 2 minutes of each
+  other (its peers at 80 % utilization or more with no tensor activity: NCCL spinning);
 - `gpu_memory`: an XID 48, 63, 64, 94 or 95 (ECC, row remapping); other XIDs (13, 31, 43, ...) are the
   application's and blame no node;
 - `thermal`: a working GPU's SM clock below 0.9 of its peers' median clock (in an episode, also below 0.95
@@ -86,14 +86,15 @@ CLEAR_SHARE = 0.1
 JUDGED_SHARE = 0.5  # a node is clear only if it was seen at work with its peers over half of the window
 HUNG_UTIL = 80.0  # peers at this utilization with no tensor activity: the job hangs (NCCL spins)
 HUNG_TENSOR = 0.05
-HANG_LEAD = timedelta(minutes=2)  # a node gone dark this long after a hang began did not cause it
+HANG_LEAD = timedelta(minutes=2)  # a node that went dark further from the hang's start did not cause it
 
 # The kinds of divergence, most telling first (the order suspects are ranked in).
-KINDS = ("xid_gpu", "gpu_gone", "gpu_dead", "xid_memory", "thermal", "network")
+KINDS = ("xid_gpu", "gpu_gone", "gpu_dead", "gpu_dark", "xid_memory", "thermal", "network")
 EPISODE_KINDS = (*KINDS, "thermal_mild")  # the faulty-node check has no healthy window to tell a mild one
 KIND_CAUSE = {
     "xid_gpu": Cause.GPU,
     "gpu_gone": Cause.GPU,
+    "gpu_dark": Cause.GPU,
     "gpu_dead": Cause.GPU,
     "xid_memory": Cause.GPU_MEMORY,
     "thermal": Cause.THERMAL,
@@ -280,14 +281,17 @@ def _steps(grid: _Grid) -> _Steps:
     # no tensor activity. An exporter restart in a healthy job is not that: the peers keep working.
     peer_tensor = peers(_nanmedian(g[Signal.TENSOR_ACTIVE], axis=2))
     hung = (peer_util >= HUNG_UTIL) & (peer_tensor <= HUNG_TENSOR)
-    # ... and it went dark when the hang began (or before), not in the middle of a hang another node caused.
+    # ... and it went dark when the hang began (within HANG_LEAD): not in the middle of a hang another node
+    # caused, nor in an exporter gap that began while the job still ran.
     index = np.arange(steps)[:, None]
     dark_since = np.maximum.accumulate(np.where(dcgm_up, index, -1), axis=0) + 1
     hung_since = np.maximum.accumulate(np.where(hung, -1, index), axis=0) + 1
     lead = max(1, round(HANG_LEAD.total_seconds() / grid.step))
-    all_gone = ~dcgm_up & efa_up & (dark_since > 0) & hung & (dark_since <= hung_since + lead)
-    flags["gpu_gone"] = np.asarray(gone.any(axis=2)) | all_gone
-    which["gpu_gone"] = np.where(gone.any(axis=2), np.argmax(gone, axis=2), -1)
+    began_together = np.abs(dark_since - hung_since) <= lead
+    flags["gpu_dark"] = ~dcgm_up & efa_up & (dark_since > 0) & hung & began_together
+    which["gpu_dark"] = np.full((steps, n), -1)
+    flags["gpu_gone"] = np.asarray(gone.any(axis=2))
+    which["gpu_gone"] = np.where(flags["gpu_gone"], np.argmax(gone, axis=2), -1)
 
     # A GPU dead beside working ones: no utilization, near-idle power, while its node's GPUs work.
     node_power = _nanmedian(power, axis=2)
@@ -391,9 +395,9 @@ class _Finding:
 def _denominator(st: _Steps, kind: str, rows: np.ndarray, i: int) -> int:
     if kind in XID_KINDS:
         return 1
-    if kind == "gpu_gone":
+    if kind == "gpu_dark":
         return int(st.up[rows, i].sum())
-    if kind == "gpu_dead":
+    if kind in ("gpu_gone", "gpu_dead"):
         return int(st.dcgm_up[rows, i].sum())
     return int(st.judged[rows, i].sum())
 
@@ -408,7 +412,7 @@ def _evidence(st: _Steps, kind: str, rows: np.ndarray, i: int, gpu: int) -> str:
         if kind == "xid_gpu" and st.flags["gpu_gone"][rows, i].any():
             text += ", then the GPU vanished"
         return text
-    if kind == "gpu_gone" and gpu < 0:
+    if kind == "gpu_dark":
         util = _median(st.peer_util[flagged, i])
         return f"all its GPU metrics gone while the job hangs (peers at {_num(util)} % utilization, no tensor activity)"
     if kind == "gpu_gone":
@@ -481,7 +485,7 @@ def _chart(st: _Steps, kind: str, rows: np.ndarray, i: int, gpu: int) -> PeerCha
             tuple((st.efa_total[rows, i] / 1e9).tolist()),
             tuple((st.peer_efa_total[rows, i] / 1e9).tolist()),
         )
-    if kind in ("gpu_dead", "gpu_gone"):
+    if kind in ("gpu_dead", "gpu_gone", "gpu_dark"):
         suspect, peers = per_gpu(Signal.GPU_UTIL)
         return PeerChart(Signal.GPU_UTIL, f"GPU utilization of GPU {label} (%)", node, times, suspect, peers)
     if gpu < 0:

@@ -378,7 +378,28 @@ def test_xid_79_that_takes_the_whole_dcgm_exporter_down() -> None:
         verdict = culprit(data)
         assert (verdict.cause, verdict.suspects) == (Cause.GPU, (NODES[8],))
         assert [(e.node, e.cause) for e in faulty_episodes(data)] == [(NODES[8], Cause.GPU)]
-    assert culprit(without_xid).evidence.startswith("all its GPU metrics gone while the job hangs")
+    # the minute before the exporter went, the GPU showed dead beside working ones; after it, only the dark
+    evidence = culprit(without_xid).evidence
+    assert evidence.startswith(("GPU 2 at 0 % utilization", "all its GPU metrics gone while the job hangs"))
+    late = ClusterMetrics(
+        cluster=metrics.cluster,
+        start=metrics.start,
+        end=metrics.end,
+        step_seconds=metrics.step_seconds,
+        series=tuple(
+            Series(
+                signal=s.signal,
+                node=s.node,
+                device=s.device,
+                times=tuple(t for t in s.times if t < EPISODE),
+                values=tuple(v for t, v in zip(s.times, s.values, strict=True) if t < EPISODE),
+            )
+            if s.node == NODES[8] and not s.signal.is_counter
+            else s
+            for s in without_xid.series
+        ),
+    )  # the exporter gone at once, with the hang
+    assert culprit(late).evidence.startswith("all its GPU metrics gone while the job hangs")
 
 
 def test_an_intermittent_throttle_is_one_episode_not_a_flapping_one() -> None:
