@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -21,7 +22,7 @@ from datetime import datetime
 from typing import Protocol
 
 from bot.node_metrics.prometheus import MetricsError
-from bot.node_metrics.series import ClusterMetrics, Series
+from bot.node_metrics.series import ClusterMetrics
 
 log = logging.getLogger(__name__)
 
@@ -42,15 +43,16 @@ class ReadFailed:
 
 
 def within(metrics: ClusterMetrics, *, start: datetime, end: datetime) -> ClusterMetrics:
-    """The part of `metrics` in [start, end]; series with no sample there are left out."""
+    """The part of `metrics` in [start, end]; series with no sample there are left out. Times are ascending
+    (series.py), so each series is cut by bisection, and one wholly inside is kept as it is."""
     low, high = start.timestamp(), end.timestamp()
     kept = []
     for one in metrics.series:
-        pairs = [(t, v) for t, v in zip(one.times, one.values, strict=True) if low <= t <= high]
-        if pairs:
-            kept.append(
-                Series(one.signal, one.node, one.device, tuple(t for t, _ in pairs), tuple(v for _, v in pairs))
-            )
+        first, last = bisect_left(one.times, low), bisect_right(one.times, high)
+        if first == 0 and last == len(one.times):
+            kept.append(one)
+        elif first < last:
+            kept.append(replace(one, times=one.times[first:last], values=one.values[first:last]))
     return replace(metrics, start=max(start, metrics.start), end=min(end, metrics.end), series=tuple(kept))
 
 
