@@ -49,9 +49,11 @@ def within(metrics: ClusterMetrics, *, start: datetime, end: datetime) -> Cluste
     kept = []
     for one in metrics.series:
         first, last = bisect_left(one.times, low), bisect_right(one.times, high)
+        if first >= last:
+            continue
         if first == 0 and last == len(one.times):
             kept.append(one)
-        elif first < last:
+        else:
             kept.append(replace(one, times=one.times[first:last], values=one.values[first:last]))
     return replace(metrics, start=max(start, metrics.start), end=min(end, metrics.end), series=tuple(kept))
 
