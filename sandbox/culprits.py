@@ -24,7 +24,6 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from bot.config import MetricsConfig, OrgConfig, ProgramConfig
 from bot.monitor.jobs import thresholds_for
@@ -48,7 +47,6 @@ class CulpritButton:
     slowed alike: severity_for)."""
 
     cause: Cause
-    label: str
     factor: float
 
 
@@ -56,9 +54,9 @@ class CulpritButton:
 # at a fifth of its peers' traffic: the simulator's full-severity faults. The starved loader is milder. At the
 # demo's thresholds the first two are told in 2-3 minutes, the last (the CUSUM's moderate rule) in about 6.
 BUTTONS: dict[str, CulpritButton] = {
-    "thermal": CulpritButton(Cause.THERMAL, "Throttle a GPU", 0.6),
-    "network": CulpritButton(Cause.NETWORK, "Degrade a node's EFA", 0.6),
-    "input": CulpritButton(Cause.INPUT, "Slow the data loader", 0.65),
+    "thermal": CulpritButton(Cause.THERMAL, 0.6),  # "Throttle a GPU"
+    "network": CulpritButton(Cause.NETWORK, 0.6),  # "Degrade a node's EFA"
+    "input": CulpritButton(Cause.INPUT, 0.65),  # "Slow the data loader"
 }
 
 
@@ -364,12 +362,3 @@ class SandboxNodeMetrics:
                 cluster.simulator.clear(at=when)
                 cluster.job.slowdown = None
         return recovered
-
-    def describe(self) -> dict[str, Any]:
-        """For the console: which clusters have metrics, which do not and why."""
-        return {
-            "clusters": [
-                {"org": c.org.id, "cluster": c.name, "job": c.job.job, "nodes": len(c.nodes)} for c in self.clusters
-            ],
-            "skipped": self.skipped,
-        }

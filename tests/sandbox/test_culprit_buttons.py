@@ -225,3 +225,28 @@ async def test_without_prometheus_the_sandbox_runs_and_the_buttons_say_how_to_ge
         pressed = await http.post(f"{world.world_url}/sandbox/culprit", json={"cause": "thermal"})
         assert pressed.status_code == 404 and "prometheus" in pressed.json()["error"], pressed.text
         assert (await http.get(f"{world.world_url}{SCRAPE_PATH}")).status_code == 404
+
+
+async def test_the_history_pauses_the_job_exactly_while_its_nodes_idle_at_a_checkpoint(
+    seeded_aws: SeededAws, world_with: Callable[..., Any]
+) -> None:
+    metrics = node_metrics_of(seeded_aws, seed=11)
+    async with world_with(metrics) as world, httpx.AsyncClient(base_url=world.prometheus_url or "", timeout=10) as prom:
+        await started(world, metrics)
+        (cluster,) = metrics.clusters
+        pauses = cluster.job.pauses or ()
+        assert len(pauses) >= 2, "a checkpoint every half hour over an hour and a half"
+        rows = await world.pitcrew.services.throughput.samples(
+            "kumo-labs", TRAIN, JOB, since=metrics.started, until=utcnow()
+        )
+        posted = [row.ts.replace(tzinfo=metrics.started.tzinfo) for row in rows if row.tokens_per_second]
+        for start, end in pauses:
+            assert not [ts for ts in posted if start <= ts <= end], "no throughput while the nodes idle"
+            before = [ts for ts in posted if ts < start]
+            assert before and start - before[-1] <= timedelta(seconds=31), "the job ran up to the checkpoint"
+            middle = (start + (end - start) / 2).timestamp()
+            for when, idle in ((middle, True), (start.timestamp() - 300, False)):
+                query = {"query": f"avg({Signal.GPU_UTIL.value})", "time": when}
+                answer = await prom.get("/api/v1/query", params=query)
+                utilization = float(answer.json()["data"]["result"][0]["value"][1])
+                assert (utilization < 10) is idle, (when, utilization)
