@@ -10,6 +10,12 @@ What each query asks, for the selector `{<cluster_label>="<cluster>"}`:
 - all `max by (<node_label>, gpu|device)`, so a node's GPU is one series even when its exporter was restarted
   under another pod or scraped by two jobs.
 Prometheus refuses more than 11,000 points per series, so a long range is read in chunks.
+
+A reader made with `remember=True` (the live monitor's, by `reader_for`) keeps each cluster's last read, and a
+read that starts on the same grid and ends later reads only what is new: from REREAD before the last read's end
+(late scrapes and remote-write lag; rate()'s window), the older points taken from the last read. Each step's
+value depends only on the samples before it, so the answer is the one a full read gives. A cold reader (a
+restart) reads everything; a cluster not read for FORGET_AFTER is forgotten, and each cluster holds one window.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+from bisect import bisect_left
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -37,6 +44,8 @@ RATE_WINDOW = timedelta(minutes=2)  # four scrapes: rate() survives one missed s
 MAX_POINTS = 11_000  # Prometheus's limit per series of one query_range
 SIGV4_SERVICE = "aps"  # Amazon Managed Service for Prometheus
 TIMEOUT = httpx.Timeout(30.0, connect=5.0)
+REREAD = timedelta(minutes=5)  # of a remembered read, the newest part read again
+FORGET_AFTER = timedelta(minutes=15)  # a remembered cluster not read for this long is dropped
 _SNIPPET = 160  # characters of an unexpected answer quoted in an error
 
 
@@ -80,6 +89,7 @@ class PrometheusReader:
         credentials: Callable[[], Any] | None = None,
         region: str | None = None,
         step: timedelta = SCRAPE_INTERVAL,
+        remember: bool = False,
     ) -> None:
         if config.sigv4 and (credentials is None or not region):
             raise ValueError("sigv4 metrics need credentials and a region to sign with")
@@ -92,6 +102,8 @@ class PrometheusReader:
         self._credentials = credentials
         self._region = region
         self._step = step.total_seconds()
+        self._remember = remember
+        self._recent: dict[str, ClusterMetrics] = {}  # cluster -> its last read, when remembering
 
     @property
     def url(self) -> str:
@@ -117,6 +129,36 @@ class PrometheusReader:
         start, end = _utc(start), _utc(end)
         if end < start:
             raise ValueError(f"end {end.isoformat()} is before start {start.isoformat()}")
+        recent = self._recent.get(cluster) if self._remember else None
+        resume = self._resume_at(recent, start=start, end=end) if recent is not None else None
+        series = await self._read(cluster, start=resume or start, end=end)
+        if recent is not None and resume is not None:
+            series = _merged(recent, series, start=start.timestamp(), resume=resume.timestamp(), step=self._step)
+        read = ClusterMetrics(cluster=cluster, start=start, end=end, step_seconds=self._step, series=series)
+        if self._remember:
+            self._recent[cluster] = read
+            for other in [name for name, kept in self._recent.items() if kept.end < end - FORGET_AFTER]:
+                del self._recent[other]
+        return read
+
+    def forget(self) -> None:
+        """Drop every remembered read (the next read of each cluster reads it whole)."""
+        self._recent.clear()
+
+    def _resume_at(self, recent: ClusterMetrics, *, start: datetime, end: datetime) -> datetime | None:
+        """Where a read of [start, end] may begin, the rest taken from `recent`; None to read it whole: the
+        last read does not cover `start`, is on another grid, ends later, or has nothing older than REREAD."""
+        step = timedelta(seconds=self._step)
+        if recent.step_seconds != self._step or recent.start > start or recent.end > end:
+            return None
+        if (start - recent.start) % step:
+            return None  # its points are at other times than this read's
+        resume_from = recent.end - REREAD
+        if resume_from <= start:
+            return None
+        return start + math.ceil((resume_from - start) / step) * step
+
+    async def _read(self, cluster: str, *, start: datetime, end: datetime) -> tuple[Series, ...]:
         answers = await asyncio.gather(
             *(self._signal_series(signal, cluster, start=start, end=end) for signal in Signal),
             return_exceptions=True,
@@ -126,7 +168,7 @@ class PrometheusReader:
             if isinstance(answer, BaseException):
                 raise answer
             series.extend(answer)
-        return ClusterMetrics(cluster=cluster, start=start, end=end, step_seconds=self._step, series=tuple(series))
+        return tuple(series)
 
     async def aclose(self) -> None:
         if self._owns_http:
@@ -247,15 +289,40 @@ def _ascending(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, 
     return times, values
 
 
+def _merged(
+    recent: ClusterMetrics, tail: tuple[Series, ...], *, start: float, resume: float, step: float
+) -> tuple[Series, ...]:
+    """`recent`'s points in [start, resume) then `tail`'s (read from `resume`), in a full read's order: by
+    signal, then node and device. Points are on one grid, so half a step tells them apart whatever the
+    rounding of their times."""
+    order = {signal: index for index, signal in enumerate(Signal)}
+    parts: dict[tuple[Signal, str, str], list[tuple[tuple[float, ...], tuple[float, ...]]]] = {}
+    for one in recent.series:
+        first, last = bisect_left(one.times, start - step / 2), bisect_left(one.times, resume - step / 2)
+        if first < last:
+            parts[(one.signal, one.node, one.device)] = [(one.times[first:last], one.values[first:last])]
+    for one in tail:
+        parts.setdefault((one.signal, one.node, one.device), []).append((one.times, one.values))
+    return tuple(
+        Series(signal, node, device, sum((t for t, _ in kept), ()), sum((v for _, v in kept), ()))
+        for (signal, node, device), kept in sorted(parts.items(), key=lambda item: (order[item[0][0]], item[0][1:]))
+    )
+
+
 def reader_for(
     org: OrgConfig, accounts: AwsAccounts, *, http: httpx.AsyncClient | None = None
 ) -> PrometheusReader | None:
-    """The reader of an org's metrics, or None when it has none; with `sigv4: true`, requests are signed with
-    the org's credentials (its role when it has one) in its region."""
+    """The reader of an org's metrics for the live monitor (remembering its reads: each check reads only what
+    is new), or None when it has none; with `sigv4: true`, requests are signed with the org's credentials (its
+    role when it has one) in its region."""
     if org.metrics is None:
         return None
     if not org.metrics.sigv4:
-        return PrometheusReader(config=org.metrics, http=http)
+        return PrometheusReader(config=org.metrics, http=http, remember=True)
     return PrometheusReader(
-        config=org.metrics, http=http, credentials=lambda: accounts.credentials(org), region=org.aws.region
+        config=org.metrics,
+        http=http,
+        credentials=lambda: accounts.credentials(org),
+        region=org.aws.region,
+        remember=True,
     )

@@ -259,6 +259,116 @@ def test_promql_string_is_read_back_by_prometheus_as_the_same_text(
     assert answer["data"]["result"][0]["metric"].get("echo", "") == value
 
 
+# -- remembered reads (the live monitor's) ----------------------------------------------------------------
+
+
+class _Asked:
+    """The [start, end] of each query_range of one signal a client sends."""
+
+    def __init__(self) -> None:
+        self.ranges: list[tuple[float, float]] = []
+
+    async def __call__(self, request: httpx.Request) -> None:
+        form = parse_qs(request.content.decode())
+        if form["query"][0].startswith("max by (instance_id, gpu) (last_over_time(DCGM_FI_DEV_SM_CLOCK"):
+            self.ranges.append((float(form["start"][0]), float(form["end"][0])))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    reads=st.lists(
+        st.tuples(st.integers(min_value=0, max_value=1800), st.integers(min_value=60, max_value=1800)),
+        min_size=2,
+        max_size=5,
+    ),
+    aligned=st.booleans(),
+)
+@example(reads=[(0, 1800), (0, 1860), (0, 1920), (30, 1890)], aligned=True)  # an open episode's, then a later one
+@example(reads=[(600, 600), (661, 600), (0, 1800)], aligned=False)  # the faulty-node window, then an episode
+async def test_a_remembering_reader_answers_as_a_full_read_and_reads_only_what_is_new(
+    prometheus_with: PrometheusWith, simulated: ClusterMetrics, reads: list[tuple[int, int]], aligned: bool
+) -> None:
+    """Windows as the monitor asks them (start fixed while an episode is open, or moving; ends mostly later,
+    sometimes earlier): each answer equals a cold reader's, and a read on the last one's grid asks Prometheus
+    only from REREAD before the last end."""
+    url = prometheus_with(simulated)
+    asked = _Asked()
+    async with httpx.AsyncClient(event_hooks={"request": [asked]}) as http:
+        warm = PrometheusReader(config=MetricsConfig(prometheus_url=url), http=http, remember=True)
+        last: tuple[float, float] | None = None
+        for offset, width in reads:
+            start = T0 + (offset // STEP * STEP if aligned else offset)
+            end = min(start + width, T0 + 3600) + 0.25  # the check's now is not on the grid
+            asked.ranges.clear()
+            read = await warm.cluster_metrics(
+                simulated.cluster, start=datetime.fromtimestamp(start, UTC), end=datetime.fromtimestamp(end, UTC)
+            )
+            assert read == await _read(url, simulated.cluster, start, end)
+            (first, _), *_ = asked.ranges
+            on_grid = last is not None and last[0] <= start and (start - last[0]) % STEP == 0 and end >= last[1]
+            if on_grid and last is not None and last[1] - REREAD_SECONDS > start:
+                assert last[1] - REREAD_SECONDS <= first < last[1] - REREAD_SECONDS + STEP
+            else:
+                assert first == start
+            last = (start, end)
+
+
+REREAD_SECONDS = reader_module.REREAD.total_seconds()
+
+
+async def test_a_remembering_reader_forgets_a_cluster_not_read_for_a_while(
+    prometheus_with: PrometheusWith, simulated: ClusterMetrics
+) -> None:
+    other = _simulated("other-train", seed=4)
+    url = prometheus_with(simulated, other)
+    asked = _Asked()
+
+    def at(seconds: float) -> datetime:
+        return datetime.fromtimestamp(T0 + seconds, UTC)
+
+    async with httpx.AsyncClient(event_hooks={"request": [asked]}) as http:
+        warm = PrometheusReader(config=MetricsConfig(prometheus_url=url), http=http, remember=True)
+        await warm.cluster_metrics(simulated.cluster, start=at(0), end=at(1200))
+        await warm.cluster_metrics(other.cluster, start=at(0), end=at(1200))
+        # 16 minutes on, only the other cluster is read: the first is forgotten, so it is read whole again.
+        await warm.cluster_metrics(other.cluster, start=at(0), end=at(2160))
+        asked.ranges.clear()
+        read = await warm.cluster_metrics(simulated.cluster, start=at(0), end=at(2220))
+        assert asked.ranges == [(T0, T0 + 2220)]
+        assert read == await _read(url, simulated.cluster, T0, T0 + 2220)
+        # The other was read a minute ago: only its newest minutes are asked.
+        asked.ranges.clear()
+        await warm.cluster_metrics(other.cluster, start=at(0), end=at(2220))
+        assert asked.ranges == [(T0 + 2160 - REREAD_SECONDS, T0 + 2220)]
+        # A restart is a cold reader: everything is read.
+        warm.forget()
+        asked.ranges.clear()
+        await warm.cluster_metrics(other.cluster, start=at(0), end=at(2280))
+        assert asked.ranges == [(T0, T0 + 2280)]
+
+
+async def test_a_failed_read_leaves_the_remembered_one_as_it_was(
+    prometheus_with: PrometheusWith, simulated: ClusterMetrics
+) -> None:
+    url = prometheus_with(simulated)
+    fail = False
+
+    async def maybe_fail(request: httpx.Request) -> None:
+        if fail:
+            raise httpx.ConnectError("refused", request=request)
+
+    async with httpx.AsyncClient(event_hooks={"request": [maybe_fail]}) as http:
+        warm = PrometheusReader(config=MetricsConfig(prometheus_url=url), http=http, remember=True)
+        start = datetime.fromtimestamp(T0, UTC)
+        await warm.cluster_metrics(simulated.cluster, start=start, end=start + timedelta(minutes=30))
+        fail = True
+        with pytest.raises(MetricsError, match="unreachable"):
+            await warm.cluster_metrics(simulated.cluster, start=start, end=start + timedelta(minutes=31))
+        fail = False
+        read = await warm.cluster_metrics(simulated.cluster, start=start, end=start + timedelta(minutes=32))
+    assert read == await _read(url, simulated.cluster, T0, T0 + 32 * 60)
+
+
 # -- failures ----------------------------------------------------------------------------------------------
 
 
