@@ -158,6 +158,8 @@ async def run_sandbox(
                 prometheus_url = await _start_prometheus(metrics_stack, node_metrics, world_url, controls)
                 if prometheus_url is not None:
                     program = node_metrics.with_metrics(program, prometheus_url)
+            elif node_metrics is not None:  # no simulated job runs on a GPU cluster: say why each does not
+                controls.no_metrics = "; ".join(node_metrics.skipped) or "no simulated training job"
             extra["faults"] = faults_app(program, controls)
             users, channels = workspace_people(program)
             slack.users.update(users)

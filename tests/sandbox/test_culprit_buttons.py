@@ -250,3 +250,15 @@ async def test_the_history_pauses_the_job_exactly_while_its_nodes_idle_at_a_chec
                 answer = await prom.get("/api/v1/query", params=query)
                 utilization = float(answer.json()["data"]["result"][0]["value"][1])
                 assert (utilization < 10) is idle, (when, utilization)
+
+
+async def test_a_sandbox_whose_jobs_run_on_trainium_only_has_no_node_metrics_and_says_why(
+    seeded_aws: SeededAws, world_with: Callable[..., Any]
+) -> None:
+    trainium = [job for job in sandbox_jobs() if "trn1" in job.cluster]
+    metrics = SandboxNodeMetrics(program=seeded_aws.program, jobs=trainium, history=HISTORY)
+    assert trainium and metrics.clusters == []
+    async with world_with(metrics) as world, httpx.AsyncClient(timeout=10) as http:
+        assert world.prometheus_url is None
+        pressed = await http.post(f"{world.world_url}/sandbox/culprit", json={"cause": "network"})
+        assert pressed.status_code == 404 and "Trainium" in pressed.json()["error"], pressed.text
