@@ -39,10 +39,11 @@ two-node suspect's clock (against its peer's) or traffic to have fallen against 
 single node has no peers: only its XIDs, a vanished GPU and a dead GPU beside working ones can name it.
 
 `assess_nodes` judges the last `window`: a fault when the divergence covers 60 % of the window's steps (an
-XID: two samples); `clear` when no XID shows, every divergence covers at most 10 % of the steps, and the node
-was seen at work with its peers over half of them (idling, an exporter gap or the job down is no evidence of
-health); neither in between, so an alert neither flaps nor closes while the job is down. `faulty_episodes`
-replays that check every `every` over the whole range, computing the steps once."""
+XID: one sample, a hardware event the gauge may show for a scrape or two only); `clear` when no XID shows,
+every divergence covers at most 10 % of the steps, and the node was seen at work with its peers over half of
+them (idling, an exporter gap or the job down is no evidence of health); neither in between, so an alert
+neither flaps nor closes while the job is down. `faulty_episodes` replays that check every `every` over the
+whole range, computing the steps once."""
 
 from __future__ import annotations
 
@@ -505,8 +506,7 @@ def _findings(
     kinds: Sequence[str] = KINDS,
 ) -> list[_Finding]:
     """What each node (or the nodes `only`) shows over `rows`: every kind flagged over `share` of its
-    denominator (or of `fixed_count` steps, for the faulty-node window), XIDs on one sample at least (two in
-    the faulty-node window)."""
+    denominator (or of `fixed_count` steps, for the faulty-node window), XIDs on one sample at least."""
     out: list[_Finding] = []
     for i in range(len(st.grid.nodes)) if only is None else only:
         node = st.grid.nodes[i]
@@ -518,8 +518,6 @@ def _findings(
             denominator = fixed_count if fixed_count is not None else _denominator(st, kind, rows, i)
             if kind in XID_KINDS:
                 fraction = float(hits)
-                if fixed_count is not None and hits < 2:
-                    continue
             else:
                 fraction = hits / max(denominator, 1)
                 if fraction < share:
@@ -699,11 +697,11 @@ def _assess(st: _Steps, rows: np.ndarray, window_steps: int) -> list[NodeAssessm
 
 def _decide(counts: dict[str, np.ndarray], judged: np.ndarray, window_steps: int) -> tuple[np.ndarray, np.ndarray]:
     """From per-node counts of flagged steps in a window: which nodes may open (a kind over OPEN_SHARE of the
-    window, an XID on two samples) and which are plainly clear (no XID, every kind on at most CLEAR_SHARE of
+    window, an XID on one sample) and which are plainly clear (no XID, every kind on at most CLEAR_SHARE of
     the window, and seen at work with its peers over JUDGED_SHARE of it: idling is no evidence of health)."""
     candidate = np.zeros(judged.shape, dtype=bool)
     for kind in KINDS:
-        candidate |= counts[kind] >= (2 if kind in XID_KINDS else OPEN_SHARE * window_steps)
+        candidate |= counts[kind] >= (1 if kind in XID_KINDS else OPEN_SHARE * window_steps)
     worst = np.max([counts[kind] for kind in KINDS if kind not in XID_KINDS], axis=0)
     xids = np.any([counts[kind] > 0 for kind in XID_KINDS], axis=0)
     clear = ~xids & (worst <= CLEAR_SHARE * window_steps) & (judged >= JUDGED_SHARE * window_steps)

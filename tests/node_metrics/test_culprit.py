@@ -561,3 +561,12 @@ def test_a_mild_throttle_is_named_in_an_episode_only_if_the_gpu_fell() -> None:
     always = cluster()
     always.inject(Injected(cause=Cause.THERMAL, node=NODES[7], start=T0, end=None, gpu=5, severity=0.2))
     assert culprit(always.series(start=T0, end=EPISODE + 1800)).suspects == ()
+
+
+def test_an_xid_shown_for_one_scrape_opens_and_then_closes_an_alert() -> None:
+    sim = cluster(checkpoint_every=None)
+    sim.inject(Injected(cause=Cause.GPU_MEMORY, node=NODES[2], start=EPISODE, end=None, gpu=6, xid=94, xid_seconds=25))
+    (episode,) = faulty_episodes(sim.series(start=T0, end=EPISODE + HOUR))
+    assert (episode.node, episode.cause, episode.evidence) == (NODES[2], Cause.GPU_MEMORY, "XID 94 on GPU 6")
+    assert episode.detected_at.timestamp() - EPISODE <= 60
+    assert episode.end is not None and episode.end.timestamp() - EPISODE <= 12 * 60
