@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -16,6 +17,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import httpx
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -485,6 +487,56 @@ async def test_an_answer_out_of_order_with_repeats_and_non_finite_values(canned:
     assert all(type(v) is float for s in read.series for v in s.times + s.values)
 
 
+def _prometheus_number(value: float) -> str:
+    """A sample value as Prometheus writes it in JSON (Go's strconv 'f'/'e' with the shortest digits)."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(value).removesuffix(".0")
+
+
+_labels = st.dictionaries(
+    st.sampled_from(["instance_id", "gpu", "device", "values", "x"]),
+    st.one_of(st.text(max_size=12), st.sampled_from(['"values":[', "]]", "],[", '\\"', "ユ"])),
+)
+_times = st.one_of(
+    st.integers(min_value=1_000_000_000, max_value=2_000_000_000),
+    st.floats(1e9, 2e9).map(lambda at: round(at, 3)),  # Prometheus's times are in milliseconds
+)
+_samples = st.lists(st.tuples(_times, st.floats(allow_nan=True, allow_infinity=True)), max_size=6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(series=st.lists(st.tuples(_labels, _samples), max_size=5))
+def test_prometheus_compact_json_is_read_as_the_general_path_reads_it(
+    series: list[tuple[dict[str, str], list[tuple[float, float]]]],
+) -> None:
+    """The fast reading of Prometheus's compact encoding gives exactly what json + numpy give, for any labels
+    (quotes, brackets, the very text it cuts at) and any values (NaN, infinities, every float)."""
+    result = [
+        {"metric": labels, "values": [[at, _prometheus_number(value)] for at, value in samples]}
+        for labels, samples in series
+    ]
+    answer = {"status": "success", "data": {"resultType": "matrix", "result": result}}
+    reader = _reader("http://prometheus:9090")
+    compact_body = json.dumps(answer, separators=(",", ":")).encode()
+    spaced_body = json.dumps(answer, indent=1).encode()
+    assert reader_module._compact_matrix(compact_body) is not None, "Prometheus's encoding takes the fast path"
+    assert reader_module._compact_matrix(spaced_body) is None or not any(samples for _, samples in series)
+    compact = reader._parse(httpx.Response(200, content=compact_body), "q")
+    spaced = reader._parse(httpx.Response(200, content=spaced_body), "q")
+    assert len(compact) == len(spaced) == len(series)
+    for (labels, times, values), (labels_spaced, times_spaced, values_spaced), one in zip(
+        compact, spaced, result, strict=True
+    ):
+        assert labels == labels_spaced == one["metric"]
+        assert times.tolist() == times_spaced.tolist() == [float(at) for at, _ in one["values"]]
+        expected = np.array([float(value) for _, value in one["values"]])
+        assert np.array_equal(values, values_spaced, equal_nan=True)
+        assert np.array_equal(values, expected, equal_nan=True)
+
+
 @pytest.mark.parametrize(
     "values",
     [[[T0, "1", "2"]], [[T0]], [T0, "1"], "1", None, [[T0, "one"]], [[T0, {"v": 1}]]],
@@ -492,8 +544,9 @@ async def test_an_answer_out_of_order_with_repeats_and_non_finite_values(canned:
 )
 async def test_values_that_are_not_time_value_pairs_are_malformed(canned: Callable[..., str], values: Any) -> None:
     answer = {"status": "success", "data": {"resultType": "matrix", "result": [{"metric": {}, "values": values}]}}
-    message = await _failure(canned(200, json.dumps(answer).encode()))
-    assert "a series in the answer is malformed" in message
+    for body in (json.dumps(answer), json.dumps(answer, separators=(",", ":"))):  # Prometheus's is compact
+        message = await _failure(canned(200, body.encode()))
+        assert "a series in the answer is malformed" in message
 
 
 async def test_an_access_denied_from_a_gateway_quotes_its_message(canned: Callable[..., str]) -> None:
