@@ -8,17 +8,21 @@ from __future__ import annotations
 import socket
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
+from urllib.parse import parse_qs
 
+import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.config import MetricsConfig
+from bot.clusters.accounts import AwsAccounts
+from bot.config import MetricsConfig, load_program
 from bot.monitor.jobs import culprit_text, named_text, unreadable_text
 from bot.monitor.metrics_reads import MetricsReads, ReadFailed, within
-from bot.node_metrics.prometheus import PrometheusReader
+from bot.node_metrics.prometheus import REREAD, PrometheusReader, reader_for
 from bot.node_metrics.series import Cause, ClusterMetrics, Series, Signal, Verdict
 from sandbox.node_metrics import NodeMetricsSimulator
+from sandbox.world import EXAMPLE_PROGRAM
 
 T0 = datetime(2026, 11, 20, 3, 0, tzinfo=UTC)
 NODES = ("i-0aaa0000000000001", "i-0aaa0000000000002", "i-0aaa0000000000003")
@@ -139,3 +143,45 @@ async def test_what_was_wanted_is_read_up_front_once_per_cluster(reader: Prometh
     assert isinstance(train, ClusterMetrics) and train.series
     assert isinstance(dev, ClusterMetrics) and not dev.series, "a cluster Prometheus has no series of: empty"
     assert reads.reads == {("kumo", "train"): 1, ("kumo", "dev"): 1}
+
+
+async def test_each_check_of_an_open_episode_asks_prometheus_only_what_is_new(prometheus_url: str) -> None:
+    """The live monitor's reader (reader_for remembers): checks a minute apart want an episode's window (its
+    start fixed: the healthy hour before it) and the faulty-node window (moving); each check's answers are a
+    cold reader's, and after the first, the episode's cluster is asked only from REREAD before the last check."""
+    asked: list[float] = []
+
+    async def note(request: httpx.Request) -> None:
+        form = parse_qs(request.content.decode())
+        if "DCGM_FI_DEV_SM_CLOCK" in form["query"][0]:
+            asked.append(float(form["start"][0]))
+
+    org = load_program(EXAMPLE_PROGRAM).orgs[0]
+    org = org.model_copy(update={"metrics": MetricsConfig(prometheus_url=prometheus_url)})
+    since = T0 + timedelta(minutes=63, seconds=17)  # when the episode's job began to fail
+    async with httpx.AsyncClient(event_hooks={"request": [note]}) as http:
+        live = reader_for(org, AwsAccounts(), http=http)
+        cold = PrometheusReader(config=MetricsConfig(prometheus_url=prometheus_url))
+        assert live is not None
+        previous: datetime | None = None
+        try:
+            for minute in range(4):
+                now = since + timedelta(minutes=5 + minute, seconds=minute * 3)  # checks drift by seconds
+                asked.clear()
+                reads = MetricsReads(readers={org.id: live}, end=now)
+                reads.want(org.id, "train", start=since - timedelta(hours=1))
+                reads.want(org.id, "train", start=now - timedelta(minutes=11))
+                await reads.read_wanted()
+                whole = await cold.cluster_metrics("train", start=since - timedelta(hours=1), end=now)
+                assert await reads.get(org.id, "train", start=since - timedelta(hours=1)) == whole
+                recent = await reads.get(org.id, "train", start=now - timedelta(minutes=11))
+                assert recent == within(whole, start=now - timedelta(minutes=11), end=now)
+                if previous is None:
+                    assert asked == [(since - timedelta(hours=1)).timestamp()], "the first check reads it whole"
+                else:
+                    (first,) = asked
+                    assert (previous - REREAD).timestamp() <= first < (previous - REREAD).timestamp() + 30
+                previous = now
+        finally:
+            await live.aclose()
+            await cold.aclose()
