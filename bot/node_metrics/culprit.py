@@ -172,7 +172,9 @@ def _grid(metrics: ClusterMetrics) -> _Grid:
     for s in metrics.series:
         if not s.times:
             continue
-        at = np.rint((np.asarray(s.times, dtype=float) - t0) / step).astype(np.int64)
+        # A sample counts from the first step at or after it (as Prometheus's lookback reads it): never before
+        # it was taken, so an alert is never dated before its evidence.
+        at = np.ceil((np.asarray(s.times, dtype=float) - t0) / step - 1e-6).astype(np.int64)
         values = np.asarray(s.values, dtype=float)
         keep = (at >= 0) & (at < count)
         if s.signal.is_counter:
