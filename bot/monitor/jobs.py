@@ -19,6 +19,7 @@ shared by its job episodes and the faulty-node check (bot.monitor.faulty), which
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -49,7 +50,8 @@ CHART_WINDOW = timedelta(hours=6)
 CAUSE_WINDOW = timedelta(minutes=30)  # a node failure this close before the anomaly is its likely cause
 PRUNE_EVERY = timedelta(hours=1)
 BASELINE_BEFORE = timedelta(hours=1)  # replayed before an open anomaly, so its baseline does not age out
-LONGEST_REPLAY = timedelta(hours=48)
+LONGEST_REPLAY = timedelta(hours=48)  # how far back a detector is rebuilt when the monitor holds no state for it
+SETTLED = timedelta(minutes=5)  # rows this old are taken as final: the detector's state after them is kept
 # An episode's culprit is re-assessed while it is younger than this: each check reads its whole window and
 # the healthy hour before it, so a two-day hang would read two days a minute. An older one keeps its verdict.
 CULPRIT_FOR = timedelta(hours=3)
@@ -95,6 +97,50 @@ def run_detector(
     if ended is not None:
         ended.extend(a for a in gone if a.end is not None)
     return detector
+
+
+@dataclass(frozen=True)
+class Resume:
+    """A job's detector after every stored row up to `through`, kept from one check to the next so a check feeds
+    only the new rows and the baseline stays anchored to the run's `start`, however long ago (the window of
+    samples a check reads would otherwise let a decline slower than it drag the baseline down)."""
+
+    thresholds: Thresholds
+    detector: JobDetector
+    through: datetime
+
+
+def resume_detector(
+    rows: Sequence[ThroughputSample],
+    thresholds: Thresholds,
+    now: datetime,
+    *,
+    resume: Resume | None,
+    ended: list[Anomaly] | None = None,
+) -> tuple[JobDetector, Resume | None]:
+    """`run_detector` from `resume` on (the rows it has seen are skipped), and what to keep for the next check:
+    the state after the rows older than `now` - SETTLED (a row delivered later than that is not seen)."""
+    if resume is not None and resume.thresholds != thresholds:
+        resume = None  # the org's thresholds changed: rebuild
+    detector = resume.detector.snapshot() if resume is not None else JobDetector(thresholds)
+    fresh = [r for r in rows if resume is None or r.ts > resume.through]
+    settled = bisect.bisect_right([r.ts for r in fresh], now - SETTLED)
+    gone: list[Anomaly] = []
+    for row in fresh[:settled]:
+        gone += _advance(detector, row.ts)
+        gone += detector.observe(sample_of(row))
+    keep = (
+        Resume(thresholds=thresholds, detector=detector.snapshot(), through=fresh[settled - 1].ts)
+        if settled
+        else resume
+    )
+    for row in fresh[settled:]:
+        gone += _advance(detector, row.ts)
+        gone += detector.observe(sample_of(row))
+    gone += _advance(detector, now)
+    if ended is not None:
+        ended.extend(a for a in gone if a.end is not None)
+    return detector, keep
 
 
 def failed_node_text(episode: Episode, *, since: datetime, tz: ZoneInfo) -> str:
@@ -196,6 +242,7 @@ class ThroughputMonitor:
         self._readers: Mapping[str, MetricsReader] = readers or {}
         self._faulty = faulty
         self._pruned_at: datetime | None = None
+        self._resume: dict[tuple[str, str, str], Resume] = {}  # each job's detector as of its last settled row
         self.last_reads: MetricsReads | None = None  # the last check's reads (tests bound them)
 
     async def aclose(self) -> None:
@@ -216,7 +263,9 @@ class ThroughputMonitor:
         by_job = {(r.org_id, r.cluster_name, r.node_key): r for r in open_rows}
         await self._desk.retry_unposted(open_rows)  # Slack failed the first time: post them now
         judged: list[Judged] = []
-        for org_id, cluster, job in sorted(jobs | set(by_job)):
+        checked = jobs | set(by_job)
+        self._resume = {key: kept for key, kept in self._resume.items() if key in checked}  # jobs gone quiet
+        for org_id, cluster, job in sorted(checked):
             try:
                 found = await self._judge(org_id, cluster, job, by_job.get((org_id, cluster, job)), now)
             except Exception:
@@ -296,8 +345,21 @@ class ThroughputMonitor:
         rows = await self.samples(org_id, cluster, job, since=since, until=now + timedelta(minutes=5))
         if not rows:
             return None  # silent for longer than the window: an open stall stays open until throughput is back
+        key = (org_id, cluster, job)
+        resume = self._resume.get(key)
+        until = now + timedelta(minutes=5)
+        if resume is None or resume.through < now - LONGEST_REPLAY:  # a new leader, or a job back after long
+            resume = None
+            history = await self.samples(org_id, cluster, job, since=now - LONGEST_REPLAY, until=until)
+        elif resume.through < since:
+            history = await self.samples(org_id, cluster, job, since=resume.through, until=until)
+        else:
+            history = rows
         ended: list[Anomaly] = []
-        detector = run_detector(rows, thresholds_for(self._desk.program, org_id), now, ended=ended)
+        thresholds = thresholds_for(self._desk.program, org_id)
+        detector, kept = resume_detector(history, thresholds, now, resume=resume, ended=ended)
+        if kept is not None:
+            self._resume[key] = kept
         return Judged(org_id, cluster, job, row, rows, detector, ended)
 
     async def _act(self, judged: Judged, reads: MetricsReads, now: datetime) -> int:

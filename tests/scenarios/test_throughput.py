@@ -4,6 +4,7 @@ recovery, and `/cluster throughput`."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -153,3 +154,42 @@ async def test_a_long_job_name_opens_and_closes_its_episode(world: Sandbox) -> N
     await post(world, token, [{"org": "kumo-labs", "cluster": CLUSTER, "job": long_job, "tokens_per_second": RATE}])
     await check(world)
     assert "Throughput back" in next(m for m in world.slack.messages if m.ts == alert.ts).text
+
+
+async def test_a_decline_slower_than_the_replay_window_is_told_against_the_runs_own_baseline(world: Sandbox) -> None:
+    """A job declining to 50 % over 16 hours loses under 10 % in any 3 hours, the window a check reads: the
+    monitor keeps each job's detector from check to check, so the baseline stays the run's healthy rate from
+    its start, and the alert comes long before half the job is lost (checks every 20 minutes, data as it
+    arrives, the monitor's clock injected)."""
+    services = world.pitcrew.services
+    token = await create_token(services.db, org_id="kumo-labs", created_by="test")
+    end = datetime.now(UTC)
+    start = end - timedelta(hours=11)
+    decline_from, decline_over = start + timedelta(hours=2), timedelta(hours=16)
+
+    def rate_at(ts: datetime) -> float:
+        return RATE * (1 - 0.5 * max(0.0, (ts - decline_from) / decline_over))
+
+    base = {"org": "kumo-labs", "cluster": CLUSTER, "job": JOB}
+    rows: list[tuple[datetime, dict[str, Any]]] = [(start, {**base, "ts": start.isoformat(), "event": "start"})]
+    for step in range(1, int((end - start) / timedelta(seconds=30))):
+        ts = start + timedelta(seconds=30 * step)
+        value = rate_at(ts) * (1 + (0.03 if step % 2 else -0.03))
+        rows.append((ts, {**base, "ts": ts.isoformat(), "tokens_per_second": value}))
+    clock = [start]
+    services.throughput._desk.clock = lambda: clock[0]  # the monitor's clock, injected as in tests of APScheduler
+    sent = 0
+    while clock[0] < end and not alerts_in(world, KUMO, "Training slowed down"):
+        clock[0] += timedelta(minutes=20)
+        batch = [sample for ts, sample in rows[sent:] if ts <= clock[0]]
+        if batch:
+            await post(world, token, batch)
+            sent += len(batch)
+        await check(world)
+    (alert,) = alerts_in(world, KUMO, "Training slowed down")
+    told_at = clock[0]
+    assert 1 - rate_at(told_at) / RATE <= 0.25, f"told at {1 - rate_at(told_at) / RATE:.0%} down"
+    baseline = float(re.search(r"baseline ([\d,]+)", body(alert)).group(1).replace(",", ""))  # type: ignore[union-attr]
+    # The median of the run's healthy 10-minute blocks since its start: it lags a decline this slow by a few
+    # per cent, where the last 3 hours' median would stand at the declined rate (about 20 % down by now).
+    assert baseline >= 0.9 * RATE, f"baseline {baseline:,.0f}: the run's healthy rate, not the declined one"
