@@ -498,7 +498,10 @@ class ThroughputMonitor:
         async with self._desk.db.session() as session:
             episodes = await crud.episodes_between(session, org_id=org_id, since=since - CAUSE_WINDOW, until=now)
             current = await crud.open_episodes(session, org_id=org_id)
-        seen = {e.id: e for e in [*episodes, *current]}.values()
+        # An open failure counts only if it began (or began again) in the window: a node failed hours before
+        # the job slowed, and failed still, is not why it slowed now (the sandbox's seeded failed node was).
+        recent = [e for e in current if (e.failing_since or e.opened_at) >= since - CAUSE_WINDOW]
+        seen = {e.id: e for e in [*episodes, *recent]}.values()
         nodes = [e for e in seen if e.cluster_name == cluster and e.kind == EpisodeKind.NODE.value]
         if not nodes:
             return "No node of this cluster failed in the same window."
