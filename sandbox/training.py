@@ -125,11 +125,21 @@ class TrainingSimulator:
 
     async def _post(self, client: httpx.AsyncClient, org: str, samples: list[dict[str, Any]]) -> None:
         for start in range(0, len(samples), 1000):
-            response = await client.post(
-                self._url,
-                json={"samples": samples[start : start + 1000]},
-                headers={"Authorization": f"Bearer {self._tokens[org]}"},
-            )
+            # A batch refused for want of an answer (a busy machine: 5xx or a timeout) is posted again, as a
+            # training script would; samples carry their ts, so a retry is stored once.
+            for attempt in range(3):
+                try:
+                    response = await client.post(
+                        self._url,
+                        json={"samples": samples[start : start + 1000]},
+                        headers={"Authorization": f"Bearer {self._tokens[org]}"},
+                    )
+                except httpx.TimeoutException:
+                    if attempt == 2:
+                        raise
+                    continue
+                if response.status_code < 500 or attempt == 2:
+                    break
             if response.status_code != 202:
                 log.warning("simulated job's samples refused (%s): %s", response.status_code, response.text[:300])
 
