@@ -44,6 +44,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HyperPodProgress",
+    "add_capacity_reservation",
+    "add_training_plan",
     "advance_hyperpod",
     "apply_moto_patches",
     "get_hyperpod_progress",
@@ -387,6 +389,8 @@ def apply_moto_patches() -> None:
         _patch_update_cluster()
         _patch_batch_node_operations()
         _patch_ec2_status_checks()
+        _patch_training_plans()
+        _patch_capacity_reservations()
         _patched = True
 
 
@@ -1161,3 +1165,287 @@ def set_ec2_instance_status(
         "instance": (instance_status, since("instance", instance_status)),
         "system": (system_status, since("system", system_status)),
     }
+
+
+# --- reserved capacity: SageMaker training plans and EC2 capacity reservations ------------------------------
+#
+# Gap (h): moto 5.2.5 has no training plans at all (ListTrainingPlans, DescribeTrainingPlan, ...: a 500) and no
+# EC2 capacity reservations (DescribeCapacityReservations, CreateCapacityReservation, Capacity Blocks: a 500).
+# Pitcrew only reads them, so the sandbox holds them as plain data on moto's per-account-and-region backends
+# (so moto's reset forgets them and snapshot_moto keeps them), added by `add_training_plan` and
+# `add_capacity_reservation` (what buying a plan or a block would leave behind), and answers the two reads
+# shaped by botocore's service model: SageMaker TrainingPlanSummary / DescribeTrainingPlanResponse and EC2
+# CapacityReservation (ReservationType "default" for an On-Demand Capacity Reservation, "capacity-block" for a
+# Capacity Block for ML). A status that follows the clock (Scheduled/Active/Expired, scheduled/active/expired) is
+# worked out at each read from the start and end, unless one was set.
+
+_TRAINING_PLANS = "_pitcrew_training_plans"
+_CAPACITY_RESERVATIONS = "_pitcrew_capacity_reservations"
+_capacity_ids = itertools.count(1)
+
+
+def _plan_status(plan: dict[str, Any], now: datetime) -> str:
+    if plan.get("_status"):
+        return str(plan["_status"])
+    if now < plan["StartTime"]:
+        return "Scheduled"
+    return "Active" if now < plan["EndTime"] else "Expired"
+
+
+def _reservation_state(reservation: dict[str, Any], now: datetime) -> str:
+    if reservation.get("_state"):
+        return str(reservation["_state"])
+    start = reservation.get("StartDate")
+    end = reservation.get("EndDate")
+    if start is not None and now < start:
+        return "scheduled"
+    return "expired" if end is not None and now >= end else "active"
+
+
+def _public(item: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in item.items() if not key.startswith("_")}
+
+
+def _training_plan_answer(plan: dict[str, Any], now: datetime, *, detailed: bool) -> dict[str, Any]:
+    answer = {**_public(plan), "Status": _plan_status(plan, now)}
+    seconds = (plan["EndTime"] - plan["StartTime"]).total_seconds()
+    answer["DurationHours"], answer["DurationMinutes"] = int(seconds // 3600), int(seconds % 3600 // 60)
+    for summary in answer.get("ReservedCapacitySummaries", []):
+        summary["Status"] = answer["Status"]
+    if not detailed:  # TrainingPlanSummary has no UnhealthyInstanceCount / AvailableSpareInstanceCount
+        answer.pop("UnhealthyInstanceCount", None)
+    return answer
+
+
+def _patch_training_plans() -> None:
+    """Gap (h), SageMaker: ListTrainingPlans (Filters [{Name: Status, Value}], StartTimeAfter/Before, SortBy
+    TrainingPlanName|StartTime|Status, SortOrder, NextToken/MaxResults 1-100) and DescribeTrainingPlan
+    (TrainingPlanName; ResourceNotFound when there is none); also ClusterSummary.TrainingPlanArns in
+    ListClusters, from the instance groups' TrainingPlanArn (CreateCluster and UpdateCluster keep that field
+    of each group, and DescribeCluster echoes it)."""
+    from moto.core.responses import ActionResult
+    from moto.sagemaker.exceptions import ResourceNotFound, ValidationError
+    from moto.sagemaker.models import Cluster
+    from moto.sagemaker.responses import SageMakerResponse
+
+    def list_training_plans(self: Any) -> ActionResult:
+        now = datetime.now(UTC)
+        plans = list(self.sagemaker_backend.__dict__.get(_TRAINING_PLANS, {}).values())
+        for condition in self._get_param("Filters") or []:
+            if condition.get("Name") != "Status":
+                raise _invalid(
+                    "Filters.member.Name", condition.get("Name"), "Member must satisfy enum value set: [Status]"
+                )
+            plans = [plan for plan in plans if _plan_status(plan, now) == condition.get("Value")]
+        after, before = self._get_param("StartTimeAfter"), self._get_param("StartTimeBefore")
+        if after is not None:
+            plans = [plan for plan in plans if plan["StartTime"].timestamp() > float(after)]
+        if before is not None:
+            plans = [plan for plan in plans if plan["StartTime"].timestamp() < float(before)]
+        sort_by = self._get_param("SortBy") or "StartTime"
+        keys: dict[str, Callable[[dict[str, Any]], Any]] = {
+            "TrainingPlanName": lambda plan: plan["TrainingPlanName"],
+            "StartTime": lambda plan: plan["StartTime"],
+            "Status": lambda plan: _plan_status(plan, now),
+        }
+        if sort_by not in keys:
+            raise _invalid("SortBy", sort_by, f"Member must satisfy enum value set: [{', '.join(keys)}]")
+        plans.sort(key=keys[sort_by], reverse=(self._get_param("SortOrder") or "Ascending") == "Descending")
+        size = self._get_param("MaxResults") or 100
+        if not 1 <= int(size) <= 100:
+            raise _invalid("MaxResults", size, "Member must have value between 1 and 100")
+        token = self._get_param("NextToken")
+        start = int(token) if token and str(token).isdigit() else 0
+        if token and not str(token).isdigit():
+            raise ValidationError(message="Invalid pagination token.")
+        page = plans[start : start + int(size)]
+        answer: dict[str, Any] = {
+            "TrainingPlanSummaries": [_training_plan_answer(plan, now, detailed=False) for plan in page]
+        }
+        if start + int(size) < len(plans):
+            answer["NextToken"] = str(start + int(size))
+        return ActionResult(answer)
+
+    def describe_training_plan(self: Any) -> ActionResult:
+        name = self._get_param("TrainingPlanName")
+        _require(name, "TrainingPlanName")
+        plan = self.sagemaker_backend.__dict__.get(_TRAINING_PLANS, {}).get(name)
+        if plan is None:
+            raise ResourceNotFound(message=f"Training plan {name!r} not found.")
+        return ActionResult(_training_plan_answer(plan, datetime.now(UTC), detailed=True))
+
+    setattr(SageMakerResponse, "list_training_plans", list_training_plans)  # noqa: B010
+    setattr(SageMakerResponse, "describe_training_plan", describe_training_plan)  # noqa: B010
+
+    original_summary = Cluster.summary
+
+    @functools.wraps(original_summary)
+    def summary(self: Any) -> dict[str, Any]:
+        arns = sorted({g["TrainingPlanArn"] for g in self.instance_groups if g.get("TrainingPlanArn")})
+        return {**original_summary(self), **({"TrainingPlanArns": arns} if arns else {})}
+
+    setattr(Cluster, "summary", summary)  # noqa: B010
+
+
+def _patch_capacity_reservations() -> None:
+    """Gap (h), EC2: DescribeCapacityReservations (CapacityReservationIds, Filters instance-type, state,
+    availability-zone, reservation-type... as EC2 names them, NextToken/MaxResults), answering botocore's
+    CapacityReservation shape; an unknown id is InvalidCapacityReservationId.NotFound, as in EC2."""
+    from moto.core.responses import ActionResult
+    from moto.ec2.exceptions import EC2ClientError
+    from moto.ec2.responses import EC2Response
+
+    filters: dict[str, Callable[[dict[str, Any], datetime], str]] = {
+        "instance-type": lambda r, _now: str(r["InstanceType"]),
+        "availability-zone": lambda r, _now: str(r["AvailabilityZone"]),
+        "state": lambda r, now: _reservation_state(r, now),
+        "reservation-type": lambda r, _now: str(r["ReservationType"]),
+        "owner-id": lambda r, _now: str(r["OwnerId"]),
+        "instance-platform": lambda r, _now: str(r["InstancePlatform"]),
+        "tenancy": lambda r, _now: str(r["Tenancy"]),
+        "end-date-type": lambda r, _now: str(r["EndDateType"]),
+        "instance-match-criteria": lambda r, _now: str(r["InstanceMatchCriteria"]),
+    }
+
+    def describe_capacity_reservations(self: Any) -> ActionResult:
+        now = datetime.now(UTC)
+        held = self.ec2_backend.__dict__.get(_CAPACITY_RESERVATIONS, {})
+        wanted = self._get_param("CapacityReservationIds", []) or []
+        if missing := [rid for rid in wanted if rid not in held]:
+            raise EC2ClientError(
+                "InvalidCapacityReservationId.NotFound",
+                f"The capacity reservation ID '{missing[0]}' does not exist",
+            )
+        reservations = [held[rid] for rid in wanted] if wanted else list(held.values())
+        for name, values in self._filters_from_querystring().items():
+            if name not in filters:
+                raise EC2ClientError("InvalidParameterValue", f"The filter '{name}' is invalid")
+            reservations = [r for r in reservations if filters[name](r, now) in values]
+        size = int(self._get_param("MaxResults") or 1000)
+        token = self._get_param("NextToken")
+        start = int(token) if token and str(token).isdigit() else 0
+        page = reservations[start : start + size]
+        answer: dict[str, Any] = {
+            "CapacityReservations": [{**_public(r), "State": _reservation_state(r, now)} for r in page]
+        }
+        if start + size < len(reservations):
+            answer["NextToken"] = str(start + size)
+        return ActionResult(answer)
+
+    setattr(EC2Response, "describe_capacity_reservations", describe_capacity_reservations)  # noqa: B010
+
+
+def add_training_plan(
+    account_id: str,
+    region: str,
+    *,
+    name: str,
+    instance_type: str,
+    count: int,
+    start: datetime,
+    end: datetime,
+    in_use: int = 0,
+    availability_zone: str | None = None,
+    status: str | None = None,
+    target_resources: tuple[str, ...] = ("hyperpod-cluster",),
+) -> str:
+    """A training plan in moto's SageMaker of that account and region (as CreateTrainingPlan from an offering
+    would leave it); its ARN, for an instance group's TrainingPlanArn. `status`: fixed (e.g. "Failed"), else
+    from the clock."""
+    from moto.sagemaker.models import sagemaker_backends
+
+    if status is not None and status not in _sagemaker_enum("TrainingPlanStatus"):
+        raise ValueError(f"{status!r} is not a TrainingPlanStatus")
+    ml_type = instance_type if instance_type.startswith("ml.") else f"ml.{instance_type}"
+    arn = f"arn:aws:sagemaker:{region}:{account_id}:training-plan/{name}"
+    zone = availability_zone or f"{region}a"
+    plan = {
+        "TrainingPlanArn": arn,
+        "TrainingPlanName": name,
+        "StartTime": start.astimezone(UTC),
+        "EndTime": end.astimezone(UTC),
+        "UpfrontFee": "0",
+        "CurrencyCode": "USD",
+        "TotalInstanceCount": count,
+        "AvailableInstanceCount": max(0, count - in_use),
+        "InUseInstanceCount": in_use,
+        "UnhealthyInstanceCount": 0,
+        "TargetResources": list(target_resources),
+        "ReservedCapacitySummaries": [
+            {
+                "ReservedCapacityArn": f"arn:aws:sagemaker:{region}:{account_id}:reserved-capacity/{name}-1",
+                "InstanceType": ml_type,
+                "TotalInstanceCount": count,
+                "AvailabilityZone": zone,
+                "StartTime": start.astimezone(UTC),
+                "EndTime": end.astimezone(UTC),
+                "Status": "Scheduled",
+            }
+        ],
+        "_status": status,
+    }
+    backend = sagemaker_backends[account_id][region]
+    with _state_lock:
+        backend.__dict__.setdefault(_TRAINING_PLANS, {})[name] = plan
+    return arn
+
+
+def add_capacity_reservation(
+    account_id: str,
+    region: str,
+    *,
+    instance_type: str,
+    count: int,
+    availability_zone: str,
+    start: datetime | None,
+    end: datetime | None,
+    capacity_block: bool = True,
+    available: int | None = None,
+    state: str | None = None,
+    tags: dict[str, str] | None = None,
+) -> str:
+    """An EC2 capacity reservation in moto's EC2 of that account and region: a Capacity Block for ML
+    (ReservationType capacity-block, a fixed end) or an On-Demand Capacity Reservation (default; no end when
+    `end` is None). Its id (cr-...)."""
+    from moto.ec2.models import ec2_backends
+
+    if state is not None and state not in _ec2_enum("CapacityReservationState"):
+        raise ValueError(f"{state!r} is not a CapacityReservationState")
+    number = next(_capacity_ids)
+    rid = "cr-" + hashlib.sha256(f"{account_id}/{region}/{number}".encode()).hexdigest()[:17]
+    now = datetime.now(UTC)
+    reservation: dict[str, Any] = {
+        "CapacityReservationId": rid,
+        "OwnerId": account_id,
+        "CapacityReservationArn": f"arn:aws:ec2:{region}:{account_id}:capacity-reservation/{rid}",
+        "AvailabilityZone": availability_zone,
+        "InstanceType": instance_type.removeprefix("ml."),
+        "InstancePlatform": "Linux/UNIX",
+        "Tenancy": "default",
+        "TotalInstanceCount": count,
+        "AvailableInstanceCount": count if available is None else available,
+        "EbsOptimized": True,
+        "EphemeralStorage": False,
+        "EndDateType": "limited" if end is not None else "unlimited",
+        "InstanceMatchCriteria": "targeted" if capacity_block else "open",
+        "CreateDate": now,
+        "Tags": [{"Key": k, "Value": v} for k, v in (tags or {}).items()],
+        "ReservationType": "capacity-block" if capacity_block else "default",
+        "_state": state,
+    }
+    if start is not None:
+        reservation["StartDate"] = start.astimezone(UTC)
+    if end is not None:
+        reservation["EndDate"] = end.astimezone(UTC)
+    if capacity_block:
+        reservation["CapacityBlockId"] = "cb-" + rid.removeprefix("cr-")
+    backend = ec2_backends[account_id][region]
+    with _state_lock:
+        backend.__dict__.setdefault(_CAPACITY_RESERVATIONS, {})[rid] = reservation
+    return rid
+
+
+@functools.cache
+def _ec2_enum(shape: str) -> frozenset[str]:
+    model = botocore.session.get_session().get_service_model("ec2")
+    return frozenset(model.shape_for(shape).enum)
