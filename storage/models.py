@@ -202,6 +202,8 @@ class Episode(SQLModel, table=True):
     coordination_ts: str | None = _text(32, default=None)
     acked_by: str | None = _text(24, default=None)
     acked_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime()))
+    # When it was posted again in the coordination channel, nobody having acknowledged it (set once).
+    escalated_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime()))
     node_hours_lost: float = 0.0
     # The failed node's group at the last look that still listed it (ids, and its target count): a node
     # that appears later, the group not having grown, is its replacement; one already there is not.
