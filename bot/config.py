@@ -182,6 +182,13 @@ class OrgConfig(_Strict):
     throughput: ThroughputSource | None = None
     stall: StallConfig | None = None
     metrics: MetricsConfig | None = None
+    # Idle accelerators (bot.monitor.idle): hours a cluster's GPU/Trainium nodes may run no job before one
+    # notice says what they cost; 0 or null opts out. Left unset, an org that cannot report jobs (no
+    # `throughput` source and no ingest token) gets none: its clusters would always look idle.
+    idle_after_hours: float | None = Field(default=2, ge=0, le=24 * 30)
+    # Minutes an alert may stay unacknowledged before it is posted again in the coordination channel,
+    # mentioning the org's operators (bot.alerts.escalation); 0 or null: never.
+    escalate_after_minutes: float | None = Field(default=30, ge=0, le=7 * 24 * 60)
 
     @field_validator("quota")
     @classmethod
