@@ -6,9 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from bot.alerts.kind import AlertKind, Bucket
-from bot.alerts.kinds import cluster, faulty, job, node
+from bot.alerts.kinds import capacity, cluster, faulty, job, node
 
-KINDS: Mapping[str, AlertKind] = {kind.name: kind for kind in (node.KIND, cluster.KIND, job.KIND, faulty.KIND)}
+KINDS: Mapping[str, AlertKind] = {
+    kind.name: kind for kind in (node.KIND, cluster.KIND, job.KIND, faulty.KIND, capacity.KIND)
+}
 
 
 def in_bucket(bucket: Bucket, kinds: Mapping[str, AlertKind] = KINDS) -> tuple[str, ...]:
