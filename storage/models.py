@@ -439,3 +439,22 @@ class QuotaNotice(SQLModel, table=True):
     held: int
     quota: int
     at: datetime = _utc_column(nullable=False)
+
+
+class JobWeekMedian(SQLModel, table=True):
+    """A training job's median hourly throughput in one finished digest week (a week of the program timezone,
+    by its UTC bounds), stored the first time a digest reads that week so later digests read 600 rows
+    instead of grouping 100 k hourly ones. `samples` is the sum of the week's hourly counts when it was
+    computed: ingest accepts samples days late, so a digest recomputes a job-week whose count has changed."""
+
+    __tablename__ = "job_week_medians"
+
+    week_start: datetime = Field(sa_column=Column(UtcDateTime(), primary_key=True))
+    week_end: datetime = Field(sa_column=Column(UtcDateTime(), primary_key=True))
+    org_id: str = Field(primary_key=True, max_length=40)
+    cluster: str = Field(primary_key=True, max_length=63)
+    job: str = Field(primary_key=True, max_length=128)
+    median: float
+    hours: int  # hourly means the median is of
+    samples: int  # sum of the week's hourly counts it was computed from
+    computed_at: datetime = _utc_column(nullable=False)
