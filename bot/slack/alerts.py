@@ -11,12 +11,14 @@ from zoneinfo import ZoneInfo
 
 from bot.alerts.desk import AlreadyAcknowledged, AlreadyEnded, AlreadySilenced, NothingChanged
 from bot.alerts.kind import Action, AlertKind, AlertView, Tone
+from bot.alerts.kinds import capacity as capacity_kind
 from bot.alerts.kinds import cluster as cluster_kind
 from bot.alerts.kinds import faulty as faulty_kind
 from bot.alerts.kinds import job as job_kind
 from bot.alerts.kinds import node as node_kind
 from bot.clusters.model import Backend, Cluster, Health
 from bot.slack.blocks import Block, Reply, button, context, escape, fit, header, section, sections, when
+from bot.slack.capacity import capacity_alert, capacity_coordination_line, capacity_held_back
 
 ACK_ACTION = "alert_ack"
 REPLACE_ACTION = "alert_replace"
@@ -403,12 +405,30 @@ class FaultyNodePresenter:
         return f"faulty node `{escape(row.node_key)}` ({escape(row.cause or 'unknown')})"
 
 
+class CapacityPresenter:
+    """Reserved capacity about to end (bot.slack.capacity renders it)."""
+
+    def alert(self, view: AlertView) -> Reply:
+        row = view.first
+        buttons = _buttons(row, view.actions) if row.state == "open" else None
+        return capacity_alert(
+            row, org_name=view.org_name, tz=view.tz, now=view.now, buttons=buttons, footer=_footer(row, view.tz, None)
+        )
+
+    def coordination(self, view: AlertView, *, channel: str) -> Reply:
+        return capacity_coordination_line(view.first, channel=channel, tz=view.tz)
+
+    def held_back(self, row: Any) -> str:
+        return capacity_held_back(row)
+
+
 # A new kind: its module in bot.alerts.kinds, its presenter above, and its line here.
 PRESENTERS: Mapping[str, KindPresenter] = {
     node_kind.KIND.name: NodePresenter(),
     cluster_kind.KIND.name: NodePresenter(),
     job_kind.KIND.name: JobPresenter(),
     faulty_kind.KIND.name: FaultyNodePresenter(),
+    capacity_kind.KIND.name: CapacityPresenter(),
 }
 
 
