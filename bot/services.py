@@ -14,6 +14,7 @@ from bot import audit_view
 from bot.access import AccessPolicy
 from bot.alerts.desk import AlertDesk
 from bot.audit import AuditLog
+from bot.capacity.service import CapacityService
 from bot.clusters.changes import Changes
 from bot.clusters.fleet import Fleet
 from bot.clusters.model import Cluster
@@ -52,6 +53,7 @@ class Services:
     digest: WeeklyDigest
     records: RecordBook
     scheduler: LeaderScheduler | None = None  # the monitors and the digest, on the leader replica (if enabled)
+    capacity: CapacityService | None = None  # reserved capacity per org (/cluster capacity, plans, Home)
     clock: Callable[[], datetime] = utcnow
     metrics: Metrics = field(default_factory=Metrics)  # GET /metrics; build_services passes the one it wired
     _background: set[asyncio.Task[None]] = field(default_factory=set)
