@@ -51,6 +51,12 @@ class ListClusters:
 
 
 @dataclass(frozen=True)
+class ListCapacity:
+    target: str | None  # None: the default org(s); "all"; or an org id
+    public: bool = False
+
+
+@dataclass(frozen=True)
 class ClusterStatus:
     cluster: ClusterRef
     public: bool = False
@@ -129,6 +135,7 @@ ClusterCommand = (
     | NodeAction
     | DeleteCluster
     | ShowThroughput
+    | ListCapacity
 )
 
 
@@ -166,14 +173,19 @@ def _templates(args: Args) -> ListTemplates:
     return ListTemplates(public="--public" in flags)
 
 
-def _list(args: Args) -> ListClusters:
-    flags, positional = _flags(args, "list", {"--public"})
+def _list(args: Args, sub: str = "list") -> ListClusters:
+    flags, positional = _flags(args, sub, {"--public"})
     if len(positional) > 1:
-        raise UsageError("`/cluster list` takes at most one org.", args.usage)
+        raise UsageError(f"`/cluster {sub}` takes at most one org.", args.usage)
     target = positional[0].lower() if positional else None
     if target is not None and target != "all" and not ORG_ID.fullmatch(target):
         raise UsageError(f"`{quoted(positional[0])}` is not an org id or `all`.", args.usage)
     return ListClusters(target=target, public="--public" in flags)
+
+
+def _capacity(args: Args) -> ListCapacity:
+    listed = _list(args, "capacity")
+    return ListCapacity(target=listed.target, public=listed.public)
 
 
 def _one_cluster(args: Args, sub: str, allowed: set[str]) -> tuple[ClusterRef, set[str]]:
@@ -364,6 +376,14 @@ CLUSTER = CommandSet(
             summary="clusters of an org (default: this channel's org), or `all`",
             needs=Action.VIEW,
             parse=_list,
+        ),
+        Subcommand(
+            name="capacity",
+            usage="/cluster capacity [ORG|all] [--public]",
+            summary="reserved capacity (training plans, Capacity Blocks, capacity reservations): size, end time, "
+            "the clusters using it",
+            needs=Action.VIEW,
+            parse=_capacity,
         ),
         Subcommand(
             name="status",
