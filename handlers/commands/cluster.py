@@ -16,6 +16,7 @@ from bot.commands import (
     ClusterStatus,
     DeleteCluster,
     LaunchCluster,
+    ListCapacity,
     ListClusters,
     ListTemplates,
     NodeAction,
@@ -27,6 +28,7 @@ from bot.commands import (
 from bot.names import did_you_mean, listing, unknown_org
 from bot.services import Services
 from bot.slack import blocks
+from bot.slack import capacity as capacity_blocks
 from handlers.commands.reply import Answer, Call, SlashCommand, org_refusal
 from storage.models import Outcome
 
@@ -47,6 +49,28 @@ async def _list(call: Call, parsed: ListClusters) -> Answer:
     # Recording what was seen (fresh from AWS, not from the cache) must not delay the reply.
     services.spawn(services.remember([c for r in results if not r.cached for c in r.clusters]))
     reply = blocks.cluster_list(results, org_names=services.org_names, tz=services.tz, public=parsed.public)
+    return Answer(reply, org_id=org_ids[0] if len(org_ids) == 1 else None)
+
+
+async def _capacity(call: Call, parsed: ListCapacity) -> Answer:
+    """Reserved capacity of the org(s) meant, as `/cluster list` picks them (admins: `all`; others their own)."""
+    services, user_id, channel_id = call.services, call.user_id, call.channel_id
+    access = services.access
+    if parsed.target is None:
+        org_ids = access.default_orgs(user_id=user_id, channel_id=channel_id)
+    elif parsed.target == "all":
+        org_ids = access.visible_orgs(user_id)  # narrowed for non-admins
+    else:
+        refused = org_refusal(services, user_id=user_id, action=Action.VIEW, org_id=parsed.target)
+        if refused:
+            return refused
+        org_ids = [parsed.target]
+    if services.capacity is None:
+        return Answer(blocks.problem("Reserved capacity is not available in this Pitcrew."), Outcome.FAILED)
+    results = await services.capacity.many(org_ids)
+    reply = capacity_blocks.capacity_list(
+        results, org_names=services.org_names, tz=services.tz, now=services.clock(), public=parsed.public
+    )
     return Answer(reply, org_id=org_ids[0] if len(org_ids) == 1 else None)
 
 
@@ -295,6 +319,7 @@ CLUSTER_COMMAND = SlashCommand(
     title="Pitcrew commands",
     runs={
         "list": _list,
+        "capacity": _capacity,
         "status": _one_cluster,
         "nodes": _one_cluster,
         "templates": _templates,
