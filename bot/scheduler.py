@@ -21,6 +21,8 @@ from zoneinfo import ZoneInfo
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
+from bot.capacity.monitor import CHECK_SECONDS as CAPACITY_CHECK_SECONDS
+from bot.capacity.monitor import CapacityMonitor
 from bot.clusters.fleet import describe_error
 from bot.digest.weekly import WeeklyDigest, digest_trigger
 from bot.monitor.cloudwatch import CloudWatchPull
@@ -42,6 +44,7 @@ class Monitors:
     throughput: ThroughputMonitor
     cloudwatch: CloudWatchPull
     queue: EventQueue | None = None
+    capacity: CapacityMonitor | None = None  # reserved capacity's ending notices
 
 
 class LeaderScheduler:
@@ -87,6 +90,8 @@ class LeaderScheduler:
             if monitors
             else []
         )
+        if monitors is not None and monitors.capacity is not None:
+            jobs.append(("capacity check", monitors.capacity.check, CAPACITY_CHECK_SECONDS, FIRST_SWEEP_DELAY))
         for name, work, seconds, first in jobs:
             self.scheduler.add_job(
                 self._on_leader,
