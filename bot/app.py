@@ -28,6 +28,8 @@ from starlette.routing import BaseRoute, Route
 from bot.access import AccessPolicy
 from bot.alerts.desk import AlertDesk
 from bot.audit import AuditLog
+from bot.capacity.monitor import CapacityMonitor
+from bot.capacity.service import CapacityService
 from bot.clusters.accounts import AwsAccounts
 from bot.clusters.fleet import Fleet
 from bot.clusters.templates import load_templates
@@ -103,6 +105,7 @@ def build_services(
     poster = Poster(client=client, post_interval=settings.pitcrew_post_interval, metrics=metrics)
     audit = AuditLog(db=db)
     desk = AlertDesk(db=db, poster=poster, program=program, presenter=SlackAlerts(), clusters=fleet)
+    capacity = CapacityService(program=program, accounts=accounts, fleet=fleet)
     holder = default_holder()
     ledger = UsageLedger(db=db, poster=poster, program=program)
     digest = WeeklyDigest(db=db, poster=poster, program=program, holder=holder)
@@ -128,6 +131,7 @@ def build_services(
             throughput=throughput,
             cloudwatch=CloudWatchPull(db=db, accounts=accounts, program=program),
             queue=queue,
+            capacity=CapacityMonitor(desk=desk, capacity=capacity),
         )
     if settings.pitcrew_monitor or settings.pitcrew_digest:
         # A replica without the monitors leads only among the digest-only ones ("digest"), so it never holds
@@ -167,6 +171,7 @@ def build_services(
         digest=digest,
         records=RecordBook(db=db, program=program),
         scheduler=scheduler,
+        capacity=capacity,
         metrics=metrics,
     )
 
