@@ -51,12 +51,14 @@ __all__ = [
     "get_hyperpod_progress",
     "hyperpod_node_id",
     "hyperpod_progress",
+    "remove_reserved_capacity",
     "reset_moto_server",
     "set_ec2_instance_status",
     "set_hyperpod_cluster_status",
     "set_hyperpod_node_status",
     "set_hyperpod_progress",
     "start_moto_server",
+    "use_training_plan",
 ]
 
 # HyperPod node ids are EC2 instance ids (botocore: i-[a-f0-9]{8}(?:[a-f0-9]{9})?).
@@ -1449,3 +1451,27 @@ def add_capacity_reservation(
 def _ec2_enum(shape: str) -> frozenset[str]:
     model = botocore.session.get_session().get_service_model("ec2")
     return frozenset(model.shape_for(shape).enum)
+
+
+def use_training_plan(account_id: str, region: str, cluster_name: str, group_name: str, plan_arn: str | None) -> None:
+    """Let a HyperPod cluster's instance group draw on a training plan (its TrainingPlanArn, as CreateCluster or
+    UpdateCluster would set it), or on none (None)."""
+    cluster = _cluster(account_id, region, cluster_name)
+    with _state_lock:
+        group = _group_of(cluster, group_name)
+        if group is None:
+            raise LookupError(f"no instance group {group_name!r} in {cluster_name}")
+        if plan_arn is None:
+            group.pop("TrainingPlanArn", None)
+        else:
+            group["TrainingPlanArn"] = plan_arn
+
+
+def remove_reserved_capacity(account_id: str, region: str) -> None:
+    """Forget the training plans and capacity reservations added to that account and region."""
+    from moto.ec2.models import ec2_backends
+    from moto.sagemaker.models import sagemaker_backends
+
+    with _state_lock:
+        sagemaker_backends[account_id][region].__dict__.pop(_TRAINING_PLANS, None)
+        ec2_backends[account_id][region].__dict__.pop(_CAPACITY_RESERVATIONS, None)
