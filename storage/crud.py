@@ -720,3 +720,36 @@ async def claim_unposted(session: AsyncSession, *, episode_id: int) -> bool:
     )
     await session.commit()
     return bool(result.rowcount)
+
+
+async def latest_rollup_minutes(session: AsyncSession, *, org_id: str, since: datetime) -> dict[str, datetime]:
+    """The newest one-minute rollup per cluster of one org from `since` on: a cluster's last throughput after
+    its raw samples were pruned (the idle-accelerator check's look back past the raw retention)."""
+    newest = func.max(ThroughputRollup.minute)
+    query = (
+        select(ThroughputRollup.cluster, newest)
+        .where(col(ThroughputRollup.org_id) == org_id, col(ThroughputRollup.minute) >= since)
+        .group_by(col(ThroughputRollup.cluster))
+    )
+    found: dict[str, datetime] = {}
+    for cluster, minute in (await session.exec(query)).all():
+        if minute is not None:  # aware UTC on both databases, as in latest_sample_times
+            found[cluster] = minute.replace(tzinfo=UTC) if minute.tzinfo is None else minute.astimezone(UTC)
+    return found
+
+
+async def claim_escalation(session: AsyncSession, *, episode_id: int, at: datetime) -> bool:
+    """Take the escalation of an alert: one conditional UPDATE (still open, unacknowledged, not escalated ->
+    escalated_at), so of several replicas exactly one posts it, and an Acknowledge that landed first wins."""
+    result = await session.exec(
+        update(Episode)
+        .where(
+            col(Episode.id) == episode_id,
+            col(Episode.state) == EpisodeState.OPEN.value,
+            col(Episode.acked_by).is_(None),
+            col(Episode.escalated_at).is_(None),
+        )
+        .values(escalated_at=at)
+    )
+    await session.commit()
+    return bool(result.rowcount)
