@@ -29,6 +29,7 @@ from botocore.config import Config
 from bot.clusters.model import ORG_TAG
 from bot.config import OrgConfig, ProgramConfig, normalize_instance_type
 from sandbox import moto_support
+from sandbox.reserved import SeededReservation, seed_reserved_capacity
 
 __all__ = [
     "CURATED_LAYOUT",
@@ -145,6 +146,7 @@ class SeedReport:
     seconds: float
     clusters_by_org: dict[str, list[str]] = field(default_factory=dict)
     totals: dict[str, int] = field(default_factory=dict)  # instance type as created -> instances
+    reserved: list[SeededReservation] = field(default_factory=list)  # sandbox.reserved: a block, a plan
 
     def __post_init__(self) -> None:
         if not self.clusters_by_org:
@@ -456,4 +458,5 @@ def seed_program(
     results = [_seed_org(org_clients[org_id], by_org[org_id]) for org_id in org_clients]
     clusters = [cluster for org_result in results for cluster in org_result]
     faults = _inject(clusters, {org_id: c.ec2 for org_id, c in org_clients.items()}) if unhealthy else []
-    return SeedReport(clusters=clusters, unhealthy=faults, seconds=time.perf_counter() - started)
+    reserved = seed_reserved_capacity(clusters)
+    return SeedReport(clusters=clusters, unhealthy=faults, seconds=time.perf_counter() - started, reserved=reserved)
