@@ -345,6 +345,7 @@ class AlertDesk:
                 "silenced": False,
                 "acked_by": None,
                 "acked_at": None,
+                "escalated_at": None,  # and so was its escalation: the new one may escalate in its turn
                 "follows": follows,
             },
         )
@@ -353,8 +354,9 @@ class AlertDesk:
             link = await self.permalink(row.channel_id, row.message_ts)
             await self.post(old_channel, self.presenter.continued(row, link=link), thread_ts=old_ts)
 
-    async def refresh(self, row: Episode) -> None:
-        """Edit an episode's message after an acknowledgement or a silence."""
+    async def refresh(self, row: Episode, *, coordination: bool = False) -> None:
+        """Edit an episode's message after an acknowledgement or a silence (and, when told, its coordination
+        line: an idle notice's growing idle time)."""
         if not row.message_ts or not row.channel_id or row.silenced:
             return
         silence = await self.silence_for(row.org_id, row.backend, row.cluster_name)
@@ -365,6 +367,12 @@ class AlertDesk:
             except Exception as error:  # the message keeps its other facts; group health shows as unknown
                 log.warning("refreshing episode %s: %s", row.id, describe_error(error))
         await self.edit(row.channel_id, row.message_ts, await self.render(row, cluster, silence))
+        if coordination and row.coordination_ts:
+            kind = self.kind(row)
+            line = self.presenter.coordination(
+                kind, self._view(kind, await self.members(row), cluster, silence), channel=row.channel_id
+            )
+            await self.edit(self.program.coordination_channel, row.coordination_ts, line)
 
     # ------------------------------------------------------------------ people acting on alerts
 
