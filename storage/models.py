@@ -335,6 +335,9 @@ class ThroughputHourly(SQLModel, table=True):
     of the key (led by the org, SQLite walked every hour of every org's year to find one week)."""
 
     __tablename__ = "throughput_hourly"
+    # The key and the count: a week's count, which tells a digest whether its stored medians (job_week_medians)
+    # still hold, is read from the index alone (SQLite looked up 100 k rows for it: 0.44 s instead of 0.02 s).
+    __table_args__ = (Index("ix_throughput_hourly_counts", "hour", "org_id", "cluster", "job", "count"),)
 
     hour: datetime = Field(sa_column=Column(UtcDateTime(), primary_key=True))  # ts floored to the hour (UTC)
     org_id: str = Field(primary_key=True, max_length=40)
