@@ -14,8 +14,10 @@ from bot.alerts.kind import Action, AlertKind, AlertView, Tone
 from bot.alerts.kinds import capacity as capacity_kind
 from bot.alerts.kinds import cluster as cluster_kind
 from bot.alerts.kinds import faulty as faulty_kind
+from bot.alerts.kinds import idle as idle_kind
 from bot.alerts.kinds import job as job_kind
 from bot.alerts.kinds import node as node_kind
+from bot.clusters.console import cluster_url, node_url
 from bot.clusters.model import Backend, Cluster, Health
 from bot.slack.blocks import Block, Reply, button, context, escape, fit, header, section, sections, when
 from bot.slack.capacity import capacity_alert, capacity_coordination_line, capacity_held_back
@@ -81,6 +83,9 @@ def _footer(episode: Any, tz: ZoneInfo, silence: Any | None) -> list[str]:
         parts.append(f"follows <{follows}|the earlier alert>")
     if episode.acked_by:
         parts.append(f"acknowledged by <@{episode.acked_by}> at {when(episode.acked_at, tz)}")
+    escalated = getattr(episode, "escalated_at", None)
+    if escalated is not None:
+        parts.append(f"escalated to the coordination channel at {when(escalated, tz)}")
     if silence is not None:
         parts.append(f"cluster silenced until {when(silence.until, tz)} by <@{silence.set_by}>")
     return parts
@@ -422,6 +427,81 @@ class CapacityPresenter:
         return capacity_held_back(row)
 
 
+IDLE_CLOSED = {
+    idle_kind.BUSY: "Busy again",
+    idle_kind.RELEASED: "No longer idle",
+}
+
+
+def idle_alert(
+    episode: Any, *, org_name: str, tz: ZoneInfo, now: datetime, actions: Sequence[Action], silence: Any | None = None
+) -> Reply:
+    """Accelerator nodes of a cluster running no job (episode.message: their counts, then their cost a day);
+    its idle time reads as of the last edit, and it is edited when a job reports again."""
+    ref = f"{episode.org_id}/{episode.cluster_name}"
+    counts, cost = idle_kind.read_message(episode.message)
+    since = episode.failing_since or episode.opened_at
+    is_open = episode.state == "open"
+    idle_for = _duration(since, now if is_open else (episode.closed_at or now))
+    if is_open:
+        title = f"Idle accelerators: `{ref}`"
+        summary = f"*{escape(counts)} idle for {idle_for}*" + (f", {escape(cost)}" if cost else "")
+    else:
+        title = f"{IDLE_CLOSED.get(episode.status, 'No longer idle')} after {idle_for} idle: `{ref}`"
+        summary = f"{escape(counts)} were idle for {idle_for}" + (f" ({escape(cost)})" if cost else "")
+    backend = Backend(episode.backend).label if episode.backend in {b.value for b in Backend} else episode.backend
+    shown = ", ".join(f"`{escape(n)}`" for n in episode.node_ids[:NODES_LISTED])
+    more = len(episode.node_ids) - NODES_LISTED
+    fields = [
+        f"*Org*\n{escape(org_name)} (`{episode.org_id}`)",
+        f"*Cluster*\n`{ref}` · {backend}",
+        f"*No job since*\n{when(since, tz)}",
+        f"*Nodes*\n{shown}" + (f" and {more} more" if more > 0 else ""),
+    ]
+    icon = ":zzz:" if is_open else ":large_green_circle:"
+    body: list[Block] = [section(f"{icon} *{title}*"), section(summary, fields=fields[:10])]
+    if is_open:
+        body.append(
+            section(
+                "No throughput sample from any job of this cluster, and no job alert open on it. Start a job, or "
+                f"give the nodes back: `/cluster scale {escape(episode.cluster_name)} GROUP COUNT` or "
+                f"`/cluster delete {escape(episode.cluster_name)}`."
+            )
+        )
+        body.append(_buttons(episode, actions, silence=silence))
+    body.append(context(" · ".join(_footer(episode, tz, silence))))
+    text = f"{title.replace('`', '')}: {counts} idle for {idle_for}" + (f", {cost}" if cost else "")
+    return Reply(text=text[:3000], blocks=body, public=True)
+
+
+def idle_coordination_line(episode: Any, *, channel: str, now: datetime) -> Reply:
+    ref = f"{episode.org_id}/{episode.cluster_name}"
+    counts, cost = idle_kind.read_message(episode.message)
+    since = episode.failing_since or episode.opened_at
+    if episode.state == "open":
+        what = f"{escape(counts)} idle for {_duration(since, now)}" + (f", {escape(cost)}" if cost else "")
+        text = f":zzz: `{ref}`: {what} · details in <#{channel}>"
+    else:
+        took = _duration(since, episode.closed_at or now)
+        closed = IDLE_CLOSED.get(episode.status, "no longer idle").lower()
+        text = f":large_green_circle: `{ref}`: {escape(counts)} {closed} after {took} idle · <#{channel}>"
+    return Reply(text=text.replace("`", ""), blocks=[section(text)], public=True)
+
+
+class IdlePresenter:
+    def alert(self, view: AlertView) -> Reply:
+        return idle_alert(
+            view.first, org_name=view.org_name, tz=view.tz, now=view.now, actions=view.actions, silence=view.silence
+        )
+
+    def coordination(self, view: AlertView, *, channel: str) -> Reply:
+        return idle_coordination_line(view.first, channel=channel, now=view.now)
+
+    def held_back(self, row: Any) -> str:
+        counts, _ = idle_kind.read_message(row.message)
+        return f"{counts} idle"
+
+
 # A new kind: its module in bot.alerts.kinds, its presenter above, and its line here.
 PRESENTERS: Mapping[str, KindPresenter] = {
     node_kind.KIND.name: NodePresenter(),
@@ -429,20 +509,85 @@ PRESENTERS: Mapping[str, KindPresenter] = {
     job_kind.KIND.name: JobPresenter(),
     faulty_kind.KIND.name: FaultyNodePresenter(),
     capacity_kind.KIND.name: CapacityPresenter(),
+    idle_kind.KIND.name: IdlePresenter(),
 }
 
 
 TONES = {Tone.NEWS: "", Tone.WORSE: ":red_circle: ", Tone.RECOVERED: ":large_green_circle: Recovered: "}
 
 
-class SlackAlerts:
-    """The alert desk's presenter (bot.alerts.desk.AlertPresenter): each kind's, and the lines all share."""
+CLUSTER_BACKENDS = frozenset(backend.value for backend in Backend)
 
-    def __init__(self, *, presenters: Mapping[str, KindPresenter] = PRESENTERS) -> None:
+
+def console_links(view: AlertView, *, region: str | None) -> str | None:
+    """The alert's cluster (and its one node) in the AWS console, as one context line; None where the region
+    or the cluster's backend is not known (a job names its cluster, not the backend: its alert shows the
+    links once the desk read the cluster for it)."""
+    row = view.first
+    backend = row.backend if row.backend in CLUSTER_BACKENDS else (view.cluster.backend if view.cluster else None)
+    if not region or backend is None:
+        return None
+    links = [f"<{cluster_url(backend, region, row.cluster_name)}|{escape(row.cluster_name)} in the AWS console>"]
+    if len(view.rows) == 1 and row.node_key != "cluster" and row.node_ids and backend == Backend.PCLUSTER.value:
+        node = row.node_ids[-1]
+        links.append(f"<{node_url(backend, region, row.cluster_name, node)}|{escape(node)} in the EC2 console>")
+    return ":link: " + " · ".join(links)
+
+
+def with_console_links(reply: Reply, view: AlertView, *, region: str | None) -> Reply:
+    """The reply with its console line before the footer (the last block), within Slack's 50 blocks."""
+    line = console_links(view, region=region)
+    if line is None or len(reply.blocks) >= 50:
+        return reply
+    at = len(reply.blocks) - 1 if reply.blocks and reply.blocks[-1].get("type") == "context" else len(reply.blocks)
+    return Reply(text=reply.text, blocks=[*reply.blocks[:at], context(line), *reply.blocks[at:]], public=reply.public)
+
+
+def escalation_message(
+    line: Reply, episode: Any, *, link: str | None, operators: Sequence[str], minutes: float, actions: Sequence[Action]
+) -> Reply:
+    """An alert nobody acknowledged in time, posted again in the coordination channel: its coordination
+    line, the org's operators mentioned, a link to the alert, and its Acknowledge button."""
+    shown = line.blocks[0]["text"]["text"] if line.blocks and "text" in line.blocks[0] else line.text
+    who = " ".join(f"<@{user}>" for user in operators) or "(no operators are listed for this org)"
+    where = f"<{link}|Open the alert>" if link else f"the alert is in <#{episode.channel_id}>"
+    after = f"{minutes:g} min"
+    head = f":rotating_light: *Not acknowledged after {after}* · {who}"
+    body: list[Block] = [section(head), section(f"{shown}\n{where}")]
+    if Action.ACKNOWLEDGE in actions:
+        body.append(_buttons(episode, [Action.ACKNOWLEDGE]))
+    text = f"Not acknowledged after {after}: {line.text}"
+    return Reply(text=text[:3000], blocks=body, public=True)
+
+
+class SlackAlerts:
+    """The alert desk's presenter (bot.alerts.desk.AlertPresenter): each kind's, and the lines all share.
+    `regions` (org id -> its AWS region) gives every alert its console links."""
+
+    def __init__(
+        self, *, presenters: Mapping[str, KindPresenter] = PRESENTERS, regions: Mapping[str, str] | None = None
+    ) -> None:
         self.presenters = presenters
+        self.regions = dict(regions or {})
 
     def alert(self, kind: AlertKind, view: AlertView) -> Reply:
-        return self.presenters[kind.name].alert(view)
+        reply = self.presenters[kind.name].alert(view)
+        return with_console_links(reply, view, region=self.regions.get(view.first.org_id))
+
+    def escalation(
+        self, kind: AlertKind, view: AlertView, *, link: str | None, operators: Sequence[str], minutes: float
+    ) -> Reply:
+        line = self.presenters[kind.name].coordination(view, channel=view.first.channel_id)
+        return escalation_message(
+            line, view.first, link=link, operators=operators, minutes=minutes, actions=view.actions
+        )
+
+    def escalated(self, *, minutes: float, at: datetime, tz: ZoneInfo) -> Reply:
+        """The line in the alert's thread when it escalated."""
+        return thread_note(
+            f":rotating_light: Nobody acknowledged this within {minutes:g} min: posted again in the coordination "
+            f"channel at {when(at, tz)}, mentioning the org's operators."
+        )
 
     def coordination(self, kind: AlertKind, view: AlertView, *, channel: str) -> Reply:
         return self.presenters[kind.name].coordination(view, channel=channel)
