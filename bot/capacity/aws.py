@@ -27,6 +27,7 @@ from bot.clusters.parallelcluster import NAME_TAG, NODE_TYPE_TAG, QUEUE_TAG
 from bot.config import OrgConfig, normalize_instance_type
 
 log = logging.getLogger(__name__)
+COMPUTE_NODE_TAGS = frozenset({"Compute", "ComputeNode", ""})  # ParallelCluster tags compute instances "Compute"
 ConfigReader = Callable[[str], str | None]  # a ParallelCluster cluster's configuration YAML, None if unknown
 
 
@@ -122,7 +123,7 @@ def capacity_reservations(
             for group in page["Reservations"]:
                 for instance in group["Instances"]:
                     tags = {tag["Key"]: tag["Value"] for tag in instance.get("Tags", [])}
-                    if tags.get(NAME_TAG) not in names or tags.get(NODE_TYPE_TAG, "Compute") != "Compute":
+                    if tags.get(NAME_TAG) not in names or tags.get(NODE_TYPE_TAG, "") not in COMPUTE_NODE_TAGS:
                         continue
                     instances[tags[NAME_TAG]].append(
                         (

@@ -1,0 +1,178 @@
+"""Reserved capacity end to end: `/cluster capacity` typed into the local Slack, read from moto's training plans
+and capacity reservations (sandbox.moto_support), and the ending notices the leader's capacity check posts in
+the org's channel, once each, with two replicas checking at the same moments of an injected clock.
+
+The seeded program carries the sandbox's reserved capacity (sandbox.reserved): a Capacity Block under
+kumo-labs' ParallelCluster cluster kumo-p5-dev (its 4 P5 nodes, matched by instance type and zone) ending
+tomorrow, and a training plan under hoshi-vision's HyperPod cluster hoshi-p5-vlm (worker-group-1) ending in 6
+days."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from bot.alerts.desk import AlertDesk
+from bot.capacity.monitor import CapacityMonitor
+from bot.capacity.service import CapacityService
+from bot.slack.alerts import SlackAlerts
+from sandbox.reserved import SeededReservation
+from sandbox.slack import Message
+from sandbox.world import Sandbox
+from storage import crud
+from storage.db import Database
+from tests.conftest import SeededAws
+from tests.scenarios.conftest import ADMIN, COORDINATION, ask, body
+
+ALICE, BOB, GUEST = "U0ALICE01", "U0BOB0001", "U0GUEST01"  # kumo-labs operator, kumo-labs viewer, nobody
+KUMO, HOSHI = "C0KUMOLAB", "C0HOSHI01"
+
+
+def seeded(seeded_aws: SeededAws, source: str) -> SeededReservation:
+    return next(r for r in seeded_aws.report.reserved if r.source == source)
+
+
+def shown(moment: datetime) -> str:
+    return moment.astimezone(ZoneInfo("Asia/Tokyo")).strftime("%Y-%m-%d %H:%M JST")
+
+
+async def test_an_admin_lists_every_orgs_reserved_capacity_with_the_clusters_using_it(
+    sandbox: Sandbox, seeded_aws: SeededAws
+) -> None:
+    block, plan = seeded(seeded_aws, "capacity_block"), seeded(seeded_aws, "training_plan")
+    reply = await ask(sandbox, user=ADMIN, channel=COORDINATION, text="capacity all")
+    text = body(reply)
+    assert reply.kind == "ephemeral"
+    assert "Reserved capacity · 12 orgs" in text
+    for org in sandbox.program.orgs:
+        assert f"(`{org.id}`)" in text
+    # ParallelCluster: the Capacity Block, and the nodes of kumo-p5-dev it holds (matched by type and zone)
+    assert f"*{block.id}* · EC2 Capacity Block for ML · `active`" in text
+    assert "`kumo-labs/kumo-p5-dev` compute-gpu: 4 nodes" in text
+    assert f"ends {shown(block.end)}" in text  # in the program's time zone
+    # HyperPod: the training plan, through the worker group's TrainingPlanArn
+    assert "*hoshi-vision-p5-plan* · SageMaker training plan · `Active`" in text
+    assert "16 x ml.p5.48xlarge, 1 available" in text
+    assert "`hoshi-vision/hoshi-p5-vlm` worker-group-1: 15 nodes" in text
+    assert f"ends {shown(plan.end)}" in text
+    assert "_no training plans or capacity reservations_" in text  # the orgs without any say so
+    assert len(reply.blocks) <= 50
+
+
+async def test_members_see_their_own_orgs_capacity_and_nothing_of_another_org(sandbox: Sandbox) -> None:
+    for user in (ALICE, BOB):
+        reply = await ask(sandbox, user=user, channel=KUMO, text="capacity")
+        text = body(reply)
+        assert "Reserved capacity · Kumo Labs" in text and "kumo-p5-dev" in text
+        assert "hoshi" not in text
+    narrowed = body(await ask(sandbox, user=ALICE, channel=KUMO, text="capacity all"))
+    assert "kumo-p5-dev" in narrowed and "hoshi" not in narrowed
+    other = await ask(sandbox, user=ALICE, channel=KUMO, text="capacity hoshi-vision")
+    missing = await ask(sandbox, user=ALICE, channel=KUMO, text="capacity no-such-org")
+    assert "hoshi-p5-vlm" not in body(other)
+    assert body(other).replace("hoshi-vision", "X") == body(missing).replace("no-such-org", "X")  # reveals nothing
+    outsider = await ask(sandbox, user=GUEST, channel=KUMO, text="capacity kumo-labs")
+    assert "kumo-p5-dev" not in body(outsider)
+
+
+async def test_bad_capacity_input_says_what_was_wrong_and_how_to_ask(sandbox: Sandbox) -> None:
+    for text, said in [
+        ("capacity kumo-labs hoshi-vision", "takes at most one org"),
+        ("capacity Kumo_Labs!", "is not an org id or `all`"),
+        ("capacity --soon", "is not an option of `/cluster capacity`"),
+    ]:
+        reply = await ask(sandbox, user=ADMIN, channel=COORDINATION, text=text)
+        assert said in body(reply), body(reply)
+        assert "Usage: `/cluster capacity [ORG|all] [--public]`" in body(reply) or "Usage:" in body(reply)
+
+
+def notices(world: Sandbox, channel: str) -> list[Message]:
+    return [
+        m
+        for m in world.slack.channel_messages(channel)
+        if m.thread_ts is None and m.ephemeral_to is None and "Reserved capacity" in m.text
+    ]
+
+
+async def test_the_24h_and_2h_notices_are_posted_once_each_by_two_replicas(
+    sandbox_factory: Callable[..., Any], seeded_aws: SeededAws, database_url: str
+) -> None:
+    block = seeded(seeded_aws, "capacity_block")
+    now = [block.end - timedelta(hours=23)]
+
+    def clock() -> datetime:
+        return now[0]
+
+    async with sandbox_factory(database_url=database_url) as world:
+        await world.pitcrew.ready.wait()
+        services = world.pitcrew.services
+        other_db = Database(url=database_url)
+        try:
+            replicas = []
+            for db in (services.db, other_db):  # two replicas: their own engines on one database
+                desk = AlertDesk(
+                    db=db, poster=services.poster, program=services.program, presenter=SlackAlerts(), clock=clock
+                )
+                capacity = CapacityService(program=services.program, accounts=seeded_aws.accounts, fleet=services.fleet)
+                replicas.append(CapacityMonitor(desk=desk, capacity=capacity, clock=clock))
+            first, second = replicas
+
+            async def both() -> int:
+                reports = await asyncio.gather(first.check(), second.check(), first.check(), second.check())
+                return sum(report.posted for report in reports)
+
+            assert await both() == 1, "the 24 h notice: one post across both replicas"
+            (notice,) = notices(world, KUMO)
+            text = body(notice)
+            assert "Reserved capacity ends in less than 24 hours" in text
+            assert block.id in text
+            assert "`kumo-labs/kumo-p5-dev` · compute-gpu: 4 nodes" in text
+            assert "Checkpoint now" in text
+            assert shown(block.end) in text
+            assert [b for b in notice.blocks if b["type"] == "actions"], "an Acknowledge button"
+            coordination = [m for m in world.slack.channel_messages(COORDINATION) if block.id in m.text]
+            assert len(coordination) == 1
+            assert not notices(world, HOSHI), "the training plan ends in 6 days: no notice yet"
+
+            now[0] = block.end - timedelta(hours=5)
+            assert await both() == 0, "still the 24 h window: told already"
+
+            now[0] = block.end - timedelta(minutes=90)
+            assert await both() == 1, "the 2 h notice: once"
+            latest = notices(world, KUMO)
+            assert len(latest) == 2 and "in less than 2 hours" in body(latest[-1])
+
+            now[0] = block.end + timedelta(minutes=1)
+            reports = await asyncio.gather(first.check(), second.check())
+            assert sum(r.posted for r in reports) == 0
+            assert sum(r.closed for r in reports) == 2, "both notices closed once the block has ended"
+            ended = notices(world, KUMO)
+            assert len(ended) == 2 and all("Reserved capacity ended" in m.text for m in ended)
+            async with services.db.session() as session:
+                rows = [r for r in await crud.open_episodes(session, org_id="kumo-labs") if r.kind == "capacity"]
+            assert rows == []
+        finally:
+            await other_db.dispose()
+
+
+async def test_a_training_plan_notice_names_the_hyperpod_group_it_takes_nodes_from(
+    sandbox: Sandbox, seeded_aws: SeededAws
+) -> None:
+    plan = seeded(seeded_aws, "training_plan")
+    services = sandbox.pitcrew.services
+    at = plan.end - timedelta(hours=3)
+    desk = AlertDesk(
+        db=services.db, poster=services.poster, program=services.program, presenter=SlackAlerts(), clock=lambda: at
+    )
+    assert services.capacity is not None
+    monitor = CapacityMonitor(desk=desk, capacity=services.capacity, clock=lambda: at)
+    report = await monitor.check()
+    assert report.posted == 1, "the plan's 24 h notice (the block has ended by then: none for it)"
+    (notice,) = notices(sandbox, HOSHI)
+    text = body(notice)
+    assert "SageMaker training plan `hoshi-vision-p5-plan`" in text
+    assert "`hoshi-vision/hoshi-p5-vlm` · worker-group-1: 15 nodes" in text
+    assert "15 nodes" in notice.text and "Checkpoint now" in notice.text  # the text fallback says it too
