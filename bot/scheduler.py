@@ -21,6 +21,7 @@ from zoneinfo import ZoneInfo
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
+from bot.alerts.escalation import Escalation
 from bot.capacity.monitor import CHECK_SECONDS as CAPACITY_CHECK_SECONDS
 from bot.capacity.monitor import CapacityMonitor
 from bot.clusters.fleet import describe_error
@@ -45,6 +46,7 @@ class Monitors:
     cloudwatch: CloudWatchPull
     queue: EventQueue | None = None
     capacity: CapacityMonitor | None = None  # reserved capacity's ending notices
+    escalation: Escalation | None = None  # unacknowledged alerts posted again in the coordination channel
 
 
 class LeaderScheduler:
@@ -92,6 +94,8 @@ class LeaderScheduler:
         )
         if monitors is not None and monitors.capacity is not None:
             jobs.append(("capacity check", monitors.capacity.check, CAPACITY_CHECK_SECONDS, FIRST_SWEEP_DELAY))
+        if monitors is not None and monitors.escalation is not None:  # as often as the sweep looks at nodes
+            jobs.append(("alert escalation", monitors.escalation.check, self._sweep_seconds, FIRST_SWEEP_DELAY))
         for name, work, seconds, first in jobs:
             self.scheduler.add_job(
                 self._on_leader,
