@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo
 from bot import audit_view
 from bot.access import AccessPolicy
 from bot.alerts.desk import AlertDesk
+from bot.alerts.escalation import Escalation
 from bot.audit import AuditLog
 from bot.capacity.service import CapacityService
 from bot.clusters.changes import Changes
@@ -23,6 +24,7 @@ from bot.config import ProgramConfig, Settings
 from bot.digest.ledger import cluster_seen_rows
 from bot.digest.weekly import WeeklyDigest
 from bot.metrics import Metrics
+from bot.monitor.idle import IdleMonitor
 from bot.monitor.jobs import ThroughputMonitor
 from bot.monitor.nodes import NodeMonitor
 from bot.operations import Operations
@@ -54,6 +56,8 @@ class Services:
     records: RecordBook
     scheduler: LeaderScheduler | None = None  # the monitors and the digest, on the leader replica (if enabled)
     capacity: CapacityService | None = None  # reserved capacity per org (/cluster capacity, plans, Home)
+    idle: IdleMonitor | None = None  # idle-accelerator notices (told each sweep's listings)
+    escalation: Escalation | None = None  # unacknowledged alerts posted again (run by the scheduler)
     clock: Callable[[], datetime] = utcnow
     metrics: Metrics = field(default_factory=Metrics)  # GET /metrics; build_services passes the one it wired
     _background: set[asyncio.Task[None]] = field(default_factory=set)
