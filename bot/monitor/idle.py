@@ -1,8 +1,8 @@
 """Idle accelerators: after each node sweep (it hands this monitor every org's complete listing, as it does
 the usage ledger), a cluster whose GPU/Trainium nodes have run no job for the org's `idle_after_hours` gets
 one `idle` notice in the org's channel saying what they cost ("12 x p5.48xlarge idle for 6 h, about $X a day
-at the price table"); it is edited as the idle time grows (at most every `update_every`) and closed when a
-job of that cluster reports again, or when its accelerator nodes are gone.
+at the price table"); it is edited as the idle time grows (hourly, or at half the threshold where that is
+shorter) and closed when a job of that cluster reports again, or when its accelerator nodes are gone.
 
 "No job" is: no throughput sample from any job of the cluster (raw samples, events included, and the
 one-minute rollups that outlive them) and no open job alert on it (a hung job is a job; its own alert says
@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 ACCELERATOR_FAMILY = re.compile(r"^(p|g|trn|inf|dl)\d")
 NOT_RUNNING = frozenset({"stopped", "stopping"})  # EC2 states of an instance that is not billed as running
 UPDATE_EVERY = timedelta(hours=1)  # the notice's idle time and cost are edited at most this often
+MIN_UPDATE_EVERY = timedelta(minutes=1)
 # How far back a cluster's last sample is looked for: past the raw retention, in the rollups. A cluster idle
 # longer than this is said to be idle since then ("at least").
 LOOK_BACK = timedelta(days=28)
@@ -170,13 +171,20 @@ class IdleMonitor:
         *,
         desk: AlertDesk,
         prices: PriceTable,
-        update_every: timedelta = UPDATE_EVERY,
+        update_every: timedelta | None = None,
         look_back: timedelta = LOOK_BACK,
     ) -> None:
         self._desk = desk
         self._prices = prices
         self._update_every = update_every
         self._look_back = look_back
+
+    def _every(self, after: timedelta) -> timedelta:
+        """How often a notice is edited: update_every, else hourly, or half the threshold where it is shorter
+        (the sandbox's minutes), but never more often than every minute."""
+        if self._update_every is not None:
+            return self._update_every
+        return max(MIN_UPDATE_EVERY, min(UPDATE_EVERY, after / 2))
 
     async def threshold_of(self, org: OrgConfig) -> timedelta | None:
         """The org's threshold, knowing whether it reports jobs (a `throughput` source or an ingest token)."""
@@ -216,7 +224,7 @@ class IdleMonitor:
             opened_since = (found.failing_since or found.opened_at) if found is not None else None
             decision = decide(seen, open_since=opened_since, after=after, now=now)
             try:
-                changed += await self._apply(org_id, cluster, seen, decision, found, now)
+                changed += await self._apply(org_id, cluster, seen, decision, found, now, after)
             except Exception:
                 log.exception("idle check of %s/%s failed", org_id, cluster.name)
         for row in mine.values():  # the cluster is gone from a complete listing
@@ -242,7 +250,14 @@ class IdleMonitor:
         return found
 
     async def _apply(
-        self, org_id: str, cluster: Cluster, seen: IdleLook, decision: Decision, row: Episode | None, now: datetime
+        self,
+        org_id: str,
+        cluster: Cluster,
+        seen: IdleLook,
+        decision: Decision,
+        row: Episode | None,
+        now: datetime,
+        after: timedelta,
     ) -> int:
         if decision.action == "open":
             return await self._open(org_id, cluster, seen, now)
@@ -257,7 +272,7 @@ class IdleMonitor:
                 note = f"`{escape(cluster.ref)}` has no accelerator nodes running any more."
             return await self._close(row, at, status=decision.status, note=note, now=now)
         if decision.action == "update":
-            return await self._update(row, seen, now)
+            return await self._update(row, seen, now, after)
         return 0
 
     def _values(self, seen: IdleLook) -> dict[str, object]:
@@ -291,11 +306,11 @@ class IdleMonitor:
         )
         return 1
 
-    async def _update(self, row: Episode, seen: IdleLook, now: datetime) -> int:
+    async def _update(self, row: Episode, seen: IdleLook, now: datetime, after: timedelta) -> int:
         """The idle time grows (edited at most every update_every), or the idle nodes changed (edited now)."""
         values = self._values(seen)
         nodes_changed = values["node_ids"] != row.node_ids
-        if not nodes_changed and now - row.updated_at < self._update_every:
+        if not nodes_changed and now - row.updated_at < self._every(after):
             return 0
         await self._desk.update(row, {**values, "updated_at": now})
         await self._desk.refresh(row, coordination=True)  # the message and its coordination line, as of now
