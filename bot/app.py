@@ -27,6 +27,7 @@ from starlette.routing import BaseRoute, Route
 
 from bot.access import AccessPolicy
 from bot.alerts.desk import AlertDesk
+from bot.alerts.escalation import Escalation
 from bot.audit import AuditLog
 from bot.capacity.monitor import CapacityMonitor
 from bot.capacity.service import CapacityService
@@ -43,6 +44,7 @@ from bot.metrics import Metrics
 from bot.monitor.cloudwatch import CloudWatchPull
 from bot.monitor.events import EventQueue
 from bot.monitor.faulty import FaultyNodeMonitor
+from bot.monitor.idle import IdleMonitor, UsageObservers
 from bot.monitor.jobs import ThroughputMonitor
 from bot.monitor.lease import LeaderLease, default_holder
 from bot.monitor.nodes import NodeMonitor
@@ -104,12 +106,16 @@ def build_services(
     )
     poster = Poster(client=client, post_interval=settings.pitcrew_post_interval, metrics=metrics)
     audit = AuditLog(db=db)
-    desk = AlertDesk(db=db, poster=poster, program=program, presenter=SlackAlerts(), clusters=fleet)
+    presenter = SlackAlerts(regions={org.id: org.aws.region for org in program.orgs})  # regions: console links
+    desk = AlertDesk(db=db, poster=poster, program=program, presenter=presenter, clusters=fleet)
     capacity = CapacityService(program=program, accounts=accounts, fleet=fleet)
     holder = default_holder()
     ledger = UsageLedger(db=db, poster=poster, program=program)
     digest = WeeklyDigest(db=db, poster=poster, program=program, holder=holder)
-    monitor = NodeMonitor(desk=desk, fleet=fleet, ledger=ledger, metrics=metrics)
+    templates = load_templates(settings.pitcrew_templates)  # validated on start: a bad file stops it
+    idle = IdleMonitor(desk=desk, prices=templates.prices)  # told each sweep's listings, after the ledger
+    monitor = NodeMonitor(desk=desk, fleet=fleet, ledger=UsageObservers(ledger, idle), metrics=metrics)
+    escalation = Escalation(desk=desk, presenter=presenter)
     # Per-node metrics (the culprit in a job alert, faulty-node alerts): one reader per org that has them.
     readers = {org.id: reader for org in program.orgs if (reader := reader_for(org, accounts)) is not None}
     throughput = ThroughputMonitor(
@@ -132,6 +138,7 @@ def build_services(
             cloudwatch=CloudWatchPull(db=db, accounts=accounts, program=program),
             queue=queue,
             capacity=CapacityMonitor(desk=desk, capacity=capacity),
+            escalation=escalation,
         )
     if settings.pitcrew_monitor or settings.pitcrew_digest:
         # A replica without the monitors leads only among the digest-only ones ("digest"), so it never holds
@@ -155,7 +162,7 @@ def build_services(
         db=db,
         poster=poster,
         audit=audit,
-        templates=load_templates(settings.pitcrew_templates),  # validated on start: a bad file stops it
+        templates=templates,
         operations=Operations(
             db=db,
             fleet=fleet,
@@ -172,6 +179,8 @@ def build_services(
         records=RecordBook(db=db, program=program),
         scheduler=scheduler,
         capacity=capacity,
+        idle=idle,
+        escalation=escalation,
         metrics=metrics,
     )
 
