@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from bot.capacity.aws import read_reservations
+from bot.capacity.model import Reservation
 from bot.clusters.model import Backend, Cluster
 from bot.config import OrgConfig
 from sandbox.moto_support import add_capacity_reservation, add_training_plan
@@ -46,7 +47,7 @@ def kumo(seeded_aws: SeededAws) -> Iterator[OrgConfig]:
 KEYS = ("_pitcrew_capacity_reservations", "_pitcrew_training_plans")
 
 
-def read(seeded_aws: SeededAws, org: OrgConfig, configuration: str | None = None) -> dict[str, object]:
+def read(seeded_aws: SeededAws, org: OrgConfig, configuration: str | None = None) -> dict[str, Reservation]:
     found = read_reservations(
         org,
         sagemaker=seeded_aws.accounts.client(org, "sagemaker"),
