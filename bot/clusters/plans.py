@@ -10,8 +10,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
+import yaml
+
+from bot.capacity.model import Reservation
 from bot.clusters.model import Backend, Cluster
 from bot.clusters.requests import LaunchRequest
 from bot.clusters.templates import (
@@ -24,6 +29,119 @@ from bot.clusters.templates import (
     validate_cluster_name,
 )
 from bot.config import OrgConfig, normalize_instance_type
+
+RESERVATION_HORIZON = timedelta(days=7)  # a reservation ending sooner than this is warned of
+
+
+@dataclass(frozen=True)
+class ReservationLine:
+    """Where `requested` nodes of one instance type would come from: a reservation the request uses (`used`),
+    one of the org's it could use but does not name (`used` False), or none (`reservation` None: On-Demand)."""
+
+    instance_type: str
+    requested: int
+    reservation: Reservation | None
+    used: bool
+    now: datetime
+    horizon: timedelta
+    tz: ZoneInfo  # the program's, for the end time
+
+    @property
+    def supplied(self) -> int:
+        """How many of the requested nodes the reservation would supply (all, where AWS does not say)."""
+        if self.reservation is None or not self.used:
+            return 0
+        available = self.reservation.available
+        return self.requested if available is None else min(self.requested, max(0, available))
+
+    @property
+    def short(self) -> int:
+        """Requested nodes a used reservation cannot supply (it has fewer available)."""
+        return self.requested - self.supplied if self.used else 0
+
+    @property
+    def ends_before_horizon(self) -> bool:
+        end = self.reservation.end if self.reservation else None
+        return self.used and end is not None and end < self.now + self.horizon
+
+
+def _requested_targets(request: Mapping[str, Any] | None, cluster_yaml: str | None) -> set[str]:
+    """The reservations a launch request names: HyperPod groups' TrainingPlanArn, ParallelCluster compute
+    resources' CapacityReservationTarget.CapacityReservationId."""
+    named: set[str] = set()
+    for group in (request or {}).get("InstanceGroups", []) or []:
+        if group.get("TrainingPlanArn"):
+            named.add(str(group["TrainingPlanArn"]))
+    try:
+        config = yaml.safe_load(cluster_yaml or "") or {}
+    except yaml.YAMLError:
+        config = {}
+    if isinstance(config, dict):
+        for queue in (config.get("Scheduling") or {}).get("SlurmQueues") or []:
+            for resource in queue.get("ComputeResources") or []:
+                target = (resource.get("CapacityReservationTarget") or {}).get("CapacityReservationId")
+                if target:
+                    named.add(str(target))
+    return named
+
+
+def reservation_lines(
+    requested: Mapping[str, int],
+    *,
+    reservations: Sequence[Reservation],
+    named: set[str] | frozenset[str],
+    now: datetime,
+    tz: ZoneInfo,
+    horizon: timedelta = RESERVATION_HORIZON,
+    limited: Iterable[str] | None = None,
+) -> tuple[ReservationLine, ...]:
+    """One line per requested instance type that the org's quota limits (`limited`: the accelerators; every
+    type when None): the named reservation of that type, else the org's soonest-ending live one it could use,
+    else none."""
+    kept = None if limited is None else {normalize_instance_type(t) for t in limited}
+    lines = []
+    for instance_type, count in sorted(requested.items()):
+        if count <= 0 or (kept is not None and normalize_instance_type(instance_type) not in kept):
+            continue
+        fitting = [r for r in reservations if r.fits(instance_type) and (r.end is None or r.end > now)]
+        used = next((r for r in fitting if r.id in named), None)
+        other = next((r for r in fitting if r.available is None or r.available > 0), None)
+        lines.append(
+            ReservationLine(
+                instance_type=normalize_instance_type(instance_type),
+                requested=count,
+                reservation=used or other,
+                used=used is not None,
+                now=now,
+                horizon=horizon,
+                tz=tz,
+            )
+        )
+    return tuple(lines)
+
+
+def scale_reservation_lines(
+    *,
+    cluster: Cluster,
+    group: str,
+    instance_type: str,
+    more: int,
+    reservations: Sequence[Reservation],
+    now: datetime,
+    tz: ZoneInfo,
+    horizon: timedelta = RESERVATION_HORIZON,
+) -> tuple[ReservationLine, ...]:
+    """Growing a group by `more`: the reservation its nodes already come from (the group, or its queue, among
+    the reservation's clusters), else as for a launch with nothing named."""
+    queue = group.split("/", 1)[0]
+    named = {
+        r.id
+        for r in reservations
+        if any(name == cluster.name and g.split("/", 1)[0] in (group, queue) for name, g, _ in r.clusters)
+    }
+    return reservation_lines(
+        {instance_type: more}, reservations=reservations, named=named, now=now, tz=tz, horizon=horizon
+    )
 
 
 class PlanRefused(Exception):
@@ -63,6 +181,7 @@ class LaunchPlan:
     unconfirmed_prices: tuple[str, ...]  # instance types whose price the table could not confirm
     request: dict[str, Any] | None  # HyperPod create_cluster kwargs
     cluster_yaml: str | None  # ParallelCluster clusterConfiguration
+    reservations: tuple[ReservationLine, ...] = ()  # where the accelerator nodes would come from
 
     @property
     def launch_request(self) -> LaunchRequest:
@@ -108,6 +227,9 @@ def plan_launch(
     count: int | None,
     clusters: Sequence[Cluster],
     prices: PriceTable,
+    reservations: Sequence[Reservation] | None = None,
+    now: datetime | None = None,
+    tz: ZoneInfo | None = None,
 ) -> LaunchPlan:
     """The plan, or PlanRefused (bad name, name in use, bad parameters, over quota) with the numbers."""
     problem = validate_cluster_name(name, template.backend)
@@ -141,6 +263,16 @@ def plan_launch(
     else:
         cluster_yaml = render_pcluster_config(template, name=name, org_id=org.id, region=org.aws.region, params=params)
     unconfirmed = tuple(t for t in instances if (entry := prices.entry(t)) is not None and not entry.confirmed)
+    lines: tuple[ReservationLine, ...] = ()
+    if reservations is not None and now is not None:  # None: reserved capacity could not be read
+        lines = reservation_lines(
+            instances,
+            reservations=reservations,
+            named=_requested_targets(request, cluster_yaml),
+            now=now,
+            tz=tz or ZoneInfo("UTC"),
+            limited=[line.instance_type for line in quota if line.allowed is not None],
+        )
     return LaunchPlan(
         template=template,
         org=org,
@@ -152,6 +284,7 @@ def plan_launch(
         unconfirmed_prices=unconfirmed,
         request=request,
         cluster_yaml=cluster_yaml,
+        reservations=lines,
     )
 
 
@@ -166,6 +299,7 @@ class ScalePlan:
     quota: tuple[QuotaLine, ...]  # only when growing: shrinking never needs quota
     cost_change: float | None  # USD per hour, negative when shrinking; None when the type has no price
     change_set: tuple[str, ...] = ()  # ParallelCluster's dry-run change set, one line per parameter
+    reservations: tuple[ReservationLine, ...] = ()  # where the new nodes would come from (growing only)
 
     @property
     def growing(self) -> bool:
@@ -183,6 +317,9 @@ def plan_scale(
     clusters: Sequence[Cluster],
     prices: PriceTable,
     change_set: Sequence[str] = (),
+    reservations: Sequence[Reservation] | None = None,
+    now: datetime | None = None,
+    tz: ZoneInfo | None = None,
 ) -> ScalePlan:
     """The plan, or PlanRefused: nothing to change, or growing past the org's quota (with the numbers)."""
     if after == before:
@@ -198,6 +335,17 @@ def plan_scale(
                 f"{line.allowed}. Ask for fewer nodes, or ask a program admin to raise the quota."
             )
     price = prices.price_per_hour(instance_type)
+    lines: tuple[ReservationLine, ...] = ()
+    if after > before and reservations is not None and now is not None:
+        lines = scale_reservation_lines(
+            cluster=cluster,
+            group=group,
+            instance_type=instance_type,
+            more=after - before,
+            reservations=reservations,
+            now=now,
+            tz=tz or ZoneInfo("UTC"),
+        )
     return ScalePlan(
         org=org,
         cluster=cluster,
@@ -208,4 +356,5 @@ def plan_scale(
         quota=quota,
         cost_change=None if price is None else price * (after - before),
         change_set=tuple(change_set),
+        reservations=lines,
     )
