@@ -30,6 +30,7 @@ from bot.clusters.requests import (
 from bot.clusters.templates import TemplateSet
 from bot.commands import UsageError
 from bot.slack import mrkdwn
+from bot.slack.reserved import reservation_blocks
 
 MAX_BLOCKS = 50
 MAX_SECTION = 3000
@@ -360,6 +361,7 @@ def launch_plan(plan: LaunchPlan, *, operation_id: str | None = None) -> Reply:
         header(f"Plan: {plan.name} from {template.id}"),
         section(f"A new {backend.label} cluster `{plan.name}` for {escape(plan.org.name)}.", fields=fields),
         section("*Quota before → after*\n" + "\n".join(quota_lines)),
+        *reservation_blocks(plan.reservations),
         section(request),
     ]
     if operation_id is None:
@@ -477,6 +479,7 @@ def scale_plan(plan: ScalePlan, *, operation_id: str | None = None) -> Reply:
                 )
             )
         )
+    body += reservation_blocks(plan.reservations)
     if not plan.growing:
         chooser = (
             "SageMaker chooses which nodes to remove"
