@@ -22,6 +22,7 @@ from storage.models import (
     DigestRun,
     DigestRunStatus,
     Episode,
+    JobWeekMedian,
     Operation,
     OperationStatus,
     OrgRequirement,
@@ -246,6 +247,29 @@ async def episodes_overlapping(
     return (await session.exec(query)).all()
 
 
+IDLE = "idle"  # the idle-accelerators alert kind (bot.alerts.kinds.idle)
+
+
+async def idle_episodes(
+    session: AsyncSession, *, org_ids: Sequence[str], since: datetime, until: datetime
+) -> Sequence[Episode]:
+    """Idle-accelerator episodes idle at some point in [since, until): idleness began (`failing_since`, else
+    the opening) before `until` and had not ended (`closed_at`) by `since`. An episode is opened hours after
+    its idleness began, so the opening alone would miss a week's last idle hours."""
+    began = func.coalesce(col(Episode.failing_since), col(Episode.opened_at))
+    query = (
+        select(Episode)
+        .where(
+            col(Episode.org_id).in_(org_ids),
+            col(Episode.kind) == IDLE,
+            began < until,
+            or_(col(Episode.closed_at).is_(None), col(Episode.closed_at) > since),
+        )
+        .order_by(col(Episode.opened_at), col(Episode.id))
+    )
+    return (await session.exec(query)).all()
+
+
 async def operations_finished(
     session: AsyncSession, *, org_ids: Sequence[str], since: datetime, until: datetime
 ) -> Sequence[Operation]:
@@ -280,6 +304,67 @@ async def hourly_job_means(
         col(ThroughputHourly.count) > 0,
     )
     return [(o, c, j, float(m)) for o, c, j, m in (await session.exec(query)).all()]
+
+
+JobKey = tuple[str, str, str]  # (org_id, cluster, job)
+
+
+async def job_sample_counts(
+    session: AsyncSession, *, org_ids: Sequence[str], since: datetime, until: datetime
+) -> dict[JobKey, int]:
+    """Samples each job reported in [since, until), summed from the hourly rollups in SQL: one row per job
+    (600 at 100 orgs), which tells whether a stored week is still what the rollups say."""
+    total = func.sum(col(ThroughputHourly.count)).label("samples")
+    query = (
+        select(ThroughputHourly.org_id, ThroughputHourly.cluster, ThroughputHourly.job, total)
+        .where(
+            col(ThroughputHourly.org_id).in_(org_ids),
+            col(ThroughputHourly.hour) >= since,
+            col(ThroughputHourly.hour) < until,
+            col(ThroughputHourly.count) > 0,
+        )
+        .group_by(col(ThroughputHourly.org_id), col(ThroughputHourly.cluster), col(ThroughputHourly.job))
+    )
+    return {(o, c, j): int(n) for o, c, j, n in (await session.exec(query)).all()}
+
+
+async def week_sample_count(session: AsyncSession, *, org_ids: Sequence[str], since: datetime, until: datetime) -> int:
+    """Samples those orgs' jobs reported in [since, until), in all: one number, read from the hourly rollups'
+    count index alone (ix_throughput_hourly_counts)."""
+    query = select(func.coalesce(func.sum(col(ThroughputHourly.count)), 0)).where(
+        col(ThroughputHourly.org_id).in_(org_ids),
+        col(ThroughputHourly.hour) >= since,
+        col(ThroughputHourly.hour) < until,
+        col(ThroughputHourly.count) > 0,
+    )
+    return int((await session.exec(query)).one())
+
+
+async def job_week_medians(
+    session: AsyncSession, *, org_ids: Sequence[str], week_start: datetime, week_end: datetime
+) -> Sequence[JobWeekMedian]:
+    """The stored medians of one week (by its UTC bounds) for those orgs."""
+    query = select(JobWeekMedian).where(
+        col(JobWeekMedian.week_start) == week_start,
+        col(JobWeekMedian.week_end) == week_end,
+        col(JobWeekMedian.org_id).in_(org_ids),
+    )
+    return (await session.exec(query)).all()
+
+
+async def store_job_week_medians(session: AsyncSession, *, rows: Sequence[JobWeekMedian]) -> None:
+    """Store (or replace: the week's count changed since) job-week medians. Two replicas storing the same
+    week at once write the same values; the later one wins."""
+    values = [row.model_dump() for row in rows]
+    for start in range(0, len(values), 500):
+        statement = _dialect_insert(session)(JobWeekMedian).values(values[start : start + 500])
+        new = statement.excluded
+        statement = statement.on_conflict_do_update(
+            index_elements=["week_start", "week_end", "org_id", "cluster", "job"],
+            set_={name: new[name] for name in ("median", "hours", "samples", "computed_at")},
+        )
+        await session.exec(statement)
+    await session.commit()
 
 
 # ------------------------------------------------------------------------------------------- digest runs

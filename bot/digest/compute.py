@@ -17,6 +17,7 @@ from bot.digest.facts import (
     Failure,
     FailureSummary,
     HistoryEntry,
+    IdleSpan,
     JobTrend,
     OrgFacts,
     OrgSection,
@@ -211,6 +212,20 @@ def summarize_failures(failures: Sequence[Failure], *, since: datetime, until: d
     )
 
 
+# ------------------------------------------------------------------------------------------------ idle
+
+
+def idle_hours(spans: Iterable[IdleSpan], since: datetime, until: datetime) -> dict[str, float]:
+    """Idle accelerator instance-hours in [since, until) by instance type: each episode's nodes times its
+    span (from when idleness began to when a job reported again, or the window's end), clipped to the window."""
+    seconds: dict[str, float] = defaultdict(float)
+    for span in spans:
+        start, end = max(span.since, since), min(span.until or until, until)
+        if end > start and span.nodes > 0:
+            seconds[normalize_instance_type(span.instance_type)] += span.nodes * (end - start).total_seconds()
+    return {t: s / 3600 for t, s in sorted(seconds.items()) if s > 0}
+
+
 # ------------------------------------------------------------------------------------------------ sections
 
 
@@ -296,6 +311,7 @@ def org_section(facts: OrgFacts, week: Week) -> OrgSection:
         attention=_attention(
             open_incidents=len(facts.open_incidents), failures=failures, stalls=len(stalls), usage=usage
         ),
+        idle_hours=idle_hours(facts.idle, since, until),
     )
 
 
@@ -318,6 +334,7 @@ def build_digest(
         stalls=sum(len(s.stalls) for s in sections),
         incidents_open=sum(len(s.incidents_open) for s in sections),
         milestones=sum(len(s.milestones) for s in sections),
+        idle_instance_hours=sum(sum(s.idle_hours.values()) for s in sections),
     )
     return ProgramDigest(
         program_name=program_name,

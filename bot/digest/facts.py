@@ -125,6 +125,19 @@ class JobRate:
 
 
 @dataclass(frozen=True)
+class IdleSpan:
+    """An idle-accelerators episode: `nodes` accelerator nodes of a cluster ran no job from `since` until
+    `until` (None while they still idle)."""
+
+    org_id: str
+    cluster_name: str
+    instance_type: str
+    nodes: int
+    since: datetime
+    until: datetime | None
+
+
+@dataclass(frozen=True)
 class Change:
     """A cluster change Pitcrew made (an operation that finished, done or failed)."""
 
@@ -174,6 +187,7 @@ class OrgFacts:
     stalls: tuple[Stall, ...] = ()
     rates: tuple[JobRate, ...] = ()
     operations: tuple[Change, ...] = ()
+    idle: tuple[IdleSpan, ...] = ()  # idle-accelerator episodes open at some point in the window
     # For the living document only (empty in digest facts):
     requirements: tuple[Requirement, ...] = ()
     clusters_now: tuple[ClusterNow, ...] = ()
@@ -243,6 +257,7 @@ class OrgSection:
     requirement_changes: tuple[Record, ...]
     changes: tuple[Change, ...]
     attention: tuple[str, ...]  # why this org needs attention ("2 open incidents", ...); empty: it does not
+    idle_hours: Mapping[str, float] = field(default_factory=dict)  # idle accelerator instance-hours by type
 
     @property
     def quiet(self) -> bool:
@@ -275,6 +290,7 @@ class ProgramTotals:
     stalls: int
     incidents_open: int
     milestones: int
+    idle_instance_hours: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,6 @@ database (hourly means), so the cost grows with one week's events, not with the 
 
 from __future__ import annotations
 
-import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime
@@ -18,6 +17,7 @@ from bot.digest.facts import (
     Change,
     ClusterNow,
     Failure,
+    IdleSpan,
     JobRate,
     OrgFacts,
     Record,
@@ -27,10 +27,11 @@ from bot.digest.facts import (
     StateChange,
     Week,
 )
+from bot.digest.medians import job_medians
 from bot.digest.weeks import previous_week
 from storage import crud, tracking
 from storage.db import Database
-from storage.models import ClusterSeen, ClusterState, Episode, Operation, OrgRequirement, TrackRecord
+from storage.models import ClusterSeen, ClusterState, Episode, Operation, OrgRequirement, TrackRecord, utcnow
 
 
 class _OfOrg(Protocol):
@@ -89,6 +90,17 @@ def _stall(row: Episode) -> Stall:
     )
 
 
+def _idle(row: Episode) -> IdleSpan:
+    return IdleSpan(
+        org_id=row.org_id,
+        cluster_name=row.cluster_name,
+        instance_type=row.instance_type,
+        nodes=len(row.node_ids),
+        since=row.failing_since or row.opened_at,
+        until=row.closed_at,
+    )
+
+
 def _change(row: Operation) -> Change:
     from bot.slack.blocks import operation_summary  # the one wording of a change, shared with the audit log
 
@@ -119,13 +131,6 @@ def _cluster_now(row: ClusterSeen) -> ClusterNow:
     )
 
 
-def _medians(rows: Sequence[tuple[str, str, str, float]]) -> dict[tuple[str, str, str], float]:
-    hourly: dict[tuple[str, str, str], list[float]] = defaultdict(list)
-    for org, cluster, job, mean in rows:
-        hourly[(org, cluster, job)].append(mean)
-    return {key: statistics.median(values) for key, values in hourly.items()}
-
-
 async def gather(
     db: Database,
     *,
@@ -135,11 +140,14 @@ async def gather(
     org_ids: Sequence[str] | None = None,
     rates_week: Week | None = None,
     for_document: bool = False,
+    now: datetime | None = None,
 ) -> list[OrgFacts]:
     """Facts of the given orgs (default: all, in program-file order) in [since, until).
 
-    `rates_week`: compare jobs' median throughput in this week with the week before it.
+    `rates_week`: compare jobs' median throughput in this week with the week before it (a week ended by
+    `now`, default the clock's, is read from and stored in `job_week_medians`: bot.digest.medians).
     `for_document`: also requirements and clusters as last seen (the living document)."""
+    now = now or utcnow()
     orgs = [o for o in program.orgs if org_ids is None or o.id in org_ids]
     ids = [o.id for o in orgs]
     rates: list[JobRate] = []
@@ -158,12 +166,10 @@ async def gather(
             session, org_ids=ids, kinds=in_bucket(Bucket.STALL), since=since, until=until
         )
         operations = await tracking.operations_finished(session, org_ids=ids, since=since, until=until)
+        idle = await tracking.idle_episodes(session, org_ids=ids, since=since, until=until)
         if rates_week is not None:
-            before = previous_week(rates_week)
-            this = _medians(
-                await tracking.hourly_job_means(session, org_ids=ids, since=rates_week.start, until=rates_week.end)
-            )
-            last = _medians(await tracking.hourly_job_means(session, org_ids=ids, since=before.start, until=before.end))
+            this = await job_medians(session, org_ids=ids, week=rates_week, now=now)
+            last = await job_medians(session, org_ids=ids, week=previous_week(rates_week), now=now)
             rates = [
                 JobRate(org_id=o, cluster_name=c, job=j, this_week=this.get((o, c, j)), last_week=last.get((o, c, j)))
                 for o, c, j in sorted(this.keys() | last.keys())
@@ -199,6 +205,7 @@ async def gather(
             stalls=tuple(_stall(r) for r in of(org.id, stalls)),
             rates=tuple(of(org.id, rates)),
             operations=tuple(_change(r) for r in of(org.id, operations)),
+            idle=tuple(_idle(r) for r in of(org.id, idle)),
             requirements=tuple(_requirement(r) for r in of(org.id, requirements)),
             clusters_now=tuple(_cluster_now(r) for r in of(org.id, clusters)),
         )
@@ -207,7 +214,14 @@ async def gather(
 
 
 async def gather_week(
-    db: Database, *, program: ProgramConfig, week: Week, org_ids: Sequence[str] | None = None
+    db: Database,
+    *,
+    program: ProgramConfig,
+    week: Week,
+    org_ids: Sequence[str] | None = None,
+    now: datetime | None = None,
 ) -> list[OrgFacts]:
-    """Facts of one digest week."""
-    return await gather(db, program=program, since=week.start, until=week.end, org_ids=org_ids, rates_week=week)
+    """Facts of one digest week (`now`: the clock, which tells whether the week has ended)."""
+    return await gather(
+        db, program=program, since=week.start, until=week.end, org_ids=org_ids, rates_week=week, now=now
+    )

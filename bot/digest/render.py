@@ -285,6 +285,8 @@ def digest_summary(digest: ProgramDigest) -> list[Reply]:
         f"*Throughput episodes* (stalls and slowdowns): {totals.stalls:,}",
         f"*Open incidents:* {totals.incidents_open:,} · *milestones reached:* {totals.milestones:,}",
     ]
+    if totals.idle_instance_hours > 0:
+        figures.append(f"*Idle accelerators:* {_hours(totals.idle_instance_hours)} instance-hours with no job running")
     body: list[Block] = [context(f"{_date_range(week)} ({week.tz.key})"), section("\n".join(figures))]
 
     if digest.attention:
@@ -336,7 +338,14 @@ def _org_overview(org: OrgSection) -> str:
         f"• *{escape(org.name)}*: {_plural(len(org.clusters), 'cluster')} · "
         f"{_hours(sum(u.instance_hours for u in org.usage))} instance-hours · "
         f"{_plural(org.failures.count, 'node failure')} · {_plural(len(org.incidents_open), 'incident')} open"
+        + (f" · {_hours(sum(org.idle_hours.values()))} idle instance-hours" if org.idle_hours else "")
     )
+
+
+def idle_line(idle_hours: Mapping[str, float]) -> str:
+    """An org's idle accelerator instance-hours of the week, by type."""
+    by_type = ", ".join(f"{_hours(h)} {escape(t)}" for t, h in sorted(idle_hours.items(), key=lambda i: (-i[1], i[0])))
+    return f"*Idle accelerators:* {_hours(sum(idle_hours.values()))} instance-hours with no job running ({by_type})"
 
 
 def org_digest(section: OrgSection, *, week: Week, program_name: str) -> list[Reply]:
@@ -366,6 +375,8 @@ def org_digest(section: OrgSection, *, week: Week, program_name: str) -> list[Re
         if org.usage
         else ["*Instance-hours used:* none"]
     )
+    if org.idle_hours:
+        body.append(_section(idle_line(org.idle_hours)))
     body += sections(_failure_lines(org.failures))
     if org.jobs:
         body += sections(["*Throughput* (median tokens/s, this week vs last)", *(_job_line(j) for j in org.jobs)])

@@ -107,7 +107,7 @@ class WeeklyDigest:
         return digest_week(self.clock(), self.tz)
 
     async def build(self, week: Week, *, org_ids: Sequence[str] | None = None) -> ProgramDigest:
-        facts = await gather_week(self._db, program=self._program, week=week, org_ids=org_ids)
+        facts = await gather_week(self._db, program=self._program, week=week, org_ids=org_ids, now=self.clock())
         async with self._db.session() as session:
             skipped = [run.week for run in await tracking.unreported_skips(session, before_week=week.label)]
         return build_digest(program_name=self._program.name, week=week, facts=facts, skipped_weeks=skipped)
