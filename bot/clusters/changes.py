@@ -9,12 +9,16 @@ renders the plans.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
 
 from bot.access import NOT_A_MEMBER
+from bot.capacity.model import Reservation
+from bot.capacity.service import CapacityService
 from bot.clusters.backend import GroupNotFound
 from bot.clusters.fleet import Fleet, OrgClusters, describe_error
 from bot.clusters.model import Backend, Cluster, Node
@@ -30,7 +34,7 @@ from bot.clusters.requests import (
 )
 from bot.clusters.templates import PriceTable, TemplateSet
 from bot.config import ProgramConfig
-from storage.models import Operation, Outcome
+from storage.models import Operation, Outcome, utcnow
 
 if TYPE_CHECKING:  # bot.operations imports the fleet too; only its type is needed here
     from bot.operations import Operations
@@ -123,10 +127,21 @@ class Changes:
     operations: Operations
     program: ProgramConfig
     templates: TemplateSet
+    capacity: CapacityService | None = None  # the plans' reserved-capacity line; none without it
 
     @property
     def prices(self) -> PriceTable:
         return self.templates.prices
+
+    async def _reservations(self, org_id: str) -> list[Reservation] | None:
+        """The org's reservations for a plan's line; None (no line) when they cannot be read now."""
+        if self.capacity is None:
+            return None
+        try:
+            return await self.capacity.reservations(org_id)
+        except Exception as error:  # the plan goes ahead without the line
+            logging.getLogger(__name__).warning("reserved capacity of %s: %s", org_id, describe_error(error))
+            return None
 
     async def propose(
         self,
@@ -219,6 +234,9 @@ class Changes:
                 count=count,
                 clusters=listing.clusters,
                 prices=self.prices,
+                reservations=await self._reservations(org_id),
+                now=utcnow(),
+                tz=ZoneInfo(self.program.timezone),
             )
         except PlanRefused as refused:
             if refused.bad_input:
@@ -290,6 +308,9 @@ class Changes:
                 clusters=held,
                 prices=self.prices,
                 change_set=resize.change_set,
+                reservations=await self._reservations(cluster.org) if count > resize.before else None,
+                now=utcnow(),
+                tz=ZoneInfo(self.program.timezone),
             )
         except PlanRefused as refused:
             raise NotPlanned(str(refused), outcome=Outcome.REFUSED, shown=Shown.REFUSAL, org_id=cluster.org) from None
