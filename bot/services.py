@@ -77,7 +77,13 @@ class Services:
     @property
     def changes(self) -> Changes:
         """Planning cluster changes (the /cluster commands and the alerts' node buttons)."""
-        return Changes(fleet=self.fleet, operations=self.operations, program=self.program, templates=self.templates)
+        return Changes(
+            fleet=self.fleet,
+            operations=self.operations,
+            program=self.program,
+            templates=self.templates,
+            capacity=self.capacity,
+        )
 
     @property
     def tz(self) -> ZoneInfo:
