@@ -65,6 +65,13 @@ class ReservationLine:
         return self.used and end is not None and end < self.now + self.horizon
 
 
+def _serves(reservation: Reservation, backend: Backend | None) -> bool:
+    """HyperPod draws on training plans, ParallelCluster (EC2) on capacity reservations and Capacity Blocks."""
+    if backend is None:
+        return True
+    return (reservation.source == "training_plan") == (backend is Backend.HYPERPOD)
+
+
 def _requested_targets(request: Mapping[str, Any] | None, cluster_yaml: str | None) -> set[str]:
     """The reservations a launch request names: HyperPod groups' TrainingPlanArn, ParallelCluster compute
     resources' CapacityReservationTarget.CapacityReservationId."""
@@ -94,6 +101,7 @@ def reservation_lines(
     tz: ZoneInfo,
     horizon: timedelta = RESERVATION_HORIZON,
     limited: Iterable[str] | None = None,
+    backend: Backend | None = None,
 ) -> tuple[ReservationLine, ...]:
     """One line per requested instance type that the org's quota limits (`limited`: the accelerators; every
     type when None): the named reservation of that type, else the org's soonest-ending live one it could use,
@@ -103,7 +111,9 @@ def reservation_lines(
     for instance_type, count in sorted(requested.items()):
         if count <= 0 or (kept is not None and normalize_instance_type(instance_type) not in kept):
             continue
-        fitting = [r for r in reservations if r.fits(instance_type) and (r.end is None or r.end > now)]
+        fitting = [
+            r for r in reservations if r.fits(instance_type) and (r.end is None or r.end > now) and _serves(r, backend)
+        ]
         used = next((r for r in fitting if r.id in named), None)
         other = next((r for r in fitting if r.available is None or r.available > 0), None)
         lines.append(
@@ -140,7 +150,13 @@ def scale_reservation_lines(
         if any(name == cluster.name and g.split("/", 1)[0] in (group, queue) for name, g, _ in r.clusters)
     }
     return reservation_lines(
-        {instance_type: more}, reservations=reservations, named=named, now=now, tz=tz, horizon=horizon
+        {instance_type: more},
+        reservations=reservations,
+        named=named,
+        now=now,
+        tz=tz,
+        horizon=horizon,
+        backend=cluster.backend,
     )
 
 
@@ -272,6 +288,7 @@ def plan_launch(
             now=now,
             tz=tz or ZoneInfo("UTC"),
             limited=[line.instance_type for line in quota if line.allowed is not None],
+            backend=backend,
         )
     return LaunchPlan(
         template=template,

@@ -95,12 +95,32 @@ def test_a_launch_short_of_available_nodes_says_how_many_are_not_reserved(templa
 
 
 def test_a_launch_that_names_no_reservation_says_on_demand_and_which_it_could_use(templates: TemplateSet) -> None:
-    text = launch(templates, "hyperpod-p5", PARAMS, [block(ends_in=timedelta(days=2))])
+    given = {"subnet_id": "subnet-0123456789abcdef0"}
+    text = launch(templates, "pcluster-p5-efa", given, [block(ends_in=timedelta(days=2))])
     assert "On-Demand; this plan does not use EC2 Capacity Block for ML" in text
     assert "horizon" not in text  # not used: its end takes nothing of this cluster
-    assert "On-Demand capacity, no reservation" in launch(templates, "hyperpod-p5", PARAMS, [])
+    assert "On-Demand capacity, no reservation" in launch(templates, "pcluster-p5-efa", given, [])
     ended = block(ends_in=-timedelta(hours=1))
-    assert "no reservation" in launch(templates, "hyperpod-p5", PARAMS, [ended])
+    assert "no reservation" in launch(templates, "pcluster-p5-efa", given, [ended])
+
+
+def test_hyperpod_draws_on_training_plans_and_parallelcluster_on_ec2_reservations(templates: TemplateSet) -> None:
+    plan = Reservation(
+        org_id="kumo-labs",
+        source="training_plan",
+        id="arn:aws:sagemaker:us-east-1:111111111111:training-plan/kumo-plan",
+        name="kumo-plan",
+        instance_type="ml.p5.48xlarge",
+        total=16,
+        available=16,
+        start=NOW,
+        end=NOW + timedelta(days=20),
+        status="Active",
+    )
+    both = [block(ends_in=timedelta(days=2)), plan]
+    assert "does not use SageMaker training plan `kumo-plan`" in launch(templates, "hyperpod-p5", PARAMS, both)
+    given = {"subnet_id": "subnet-0123456789abcdef0"}
+    assert "does not use EC2 Capacity Block" in launch(templates, "pcluster-p5-efa", given, both)
 
 
 def test_growing_a_group_its_reservation_holds_uses_it_and_no_line_for_shrinking(templates: TemplateSet) -> None:

@@ -176,3 +176,22 @@ async def test_a_training_plan_notice_names_the_hyperpod_group_it_takes_nodes_fr
     assert "SageMaker training plan `hoshi-vision-p5-plan`" in text
     assert "`hoshi-vision/hoshi-p5-vlm` · worker-group-1: 15 nodes" in text
     assert "15 nodes" in notice.text and "Checkpoint now" in notice.text  # the text fallback says it too
+
+
+async def test_plans_say_where_the_nodes_would_come_from(sandbox: Sandbox, seeded_aws: SeededAws) -> None:
+    """Growing kumo-p5-dev's queue: its Capacity Block holds the queue, has no node to spare and ends tomorrow,
+    inside the 7-day horizon. A HyperPod launch for kumo-labs, which has no training plan: On-Demand."""
+    block = seeded(seeded_aws, "capacity_block")
+    before = seeded_aws.state()
+    scale = body(await ask(sandbox, user=ALICE, channel=KUMO, text="scale kumo-p5-dev compute-gpu 6 --dry-run"))
+    assert f"2 x p5.48xlarge: 0 from EC2 Capacity Block for ML `{block.id}`" in scale
+    assert "Only 0 available there: 2 would be On-Demand or wait" in scale
+    assert "before the 7-day horizon" in scale and shown(block.end) in scale
+    role = "arn:aws:iam::111111111111:role/SageMakerHyperPodExecutionRole"
+    text = (
+        f"launch hyperpod-p5 kumo-new --dry-run --count 2 --param execution_role_arn={role} "
+        "--param lifecycle_s3_uri=s3://sagemaker-kumo-labs-lifecycle/base-config/"
+    )
+    launch = body(await ask(sandbox, user=ALICE, channel=KUMO, text=text))
+    assert "2 x p5.48xlarge: On-Demand capacity, no reservation of this type" in launch
+    assert seeded_aws.state() == before
