@@ -146,7 +146,15 @@ def test_help_is_read_off_the_table_each_usage_line_once() -> None:
     from bot.tracking.parse import TRACK
 
     viewer = CLUSTER.help_lines(lambda needs: needs in (None, Action.VIEW))
-    assert [usage.split()[1] for usage, _ in viewer] == ["help", "list", "status", "nodes", "templates", "throughput"]
+    assert [usage.split()[1] for usage, _ in viewer] == [
+        "help",
+        "list",
+        "capacity",
+        "status",
+        "nodes",
+        "templates",
+        "throughput",
+    ]
     writer = TRACK.help_lines(lambda needs: True)
     assert [usage for usage, _ in writer].count("/track note|milestone|incident|lesson TEXT [--org ORG]") == 1
     assert writer[0][1] == "record a note for the org (default: this channel's org)"
