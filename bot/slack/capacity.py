@@ -138,8 +138,8 @@ def capacity_alert(
         if buttons is not None and buttons.get("elements"):
             body.append(buttons)
     body.append(context(" · ".join(footer)))
-    uses = "; ".join(f"{c}/{g} {n} nodes" for c, g, n in details.clusters) or "no known cluster"
-    text = title.replace("`", "") + (f". Takes {nodes} from {uses}. Checkpoint now." if is_open else "")
+    uses = "; ".join(f"{c}/{g}: {n}" for c, g, n in details.clusters) or "no known cluster"
+    text = title.replace("`", "") + (f". Takes {nodes} ({uses}). Checkpoint now." if is_open else "")
     return Reply(text=text[:3000], blocks=fit(body, overflow="{hidden} more blocks not shown"), public=True)
 
 
