@@ -90,7 +90,10 @@ TEXT_LIMIT, DETAIL_LIMIT = 100, 160
 USER_ID = re.compile(r"[UW][A-Z0-9]{2,23}")
 _OPERATION_ID = re.compile(r"\b[0-9a-f]{32}\b")
 _PROPOSED_AS = re.compile(r"\s+as\s+(?:[0-9a-f]{32}|None)\b")  # "proposed as <id>" -> "proposed"
-_REQUEST_ID = re.compile(r"\s*\(request [^)]{1,80}\)")
+_REQUEST_ID = re.compile(r"\s*\(requests? [^)]{1,400}\)")
+# What an operation started with, appended to its outcome by bot.operations ("; request RID", "; requests
+# RID, RID"): AWS request ids, shown only with --ids like the parenthesized ones.
+_STARTED_WITH = re.compile(r";\s*requests? [A-Za-z0-9_+/=:.-]{1,120}(?:, [A-Za-z0-9_+/=:.-]{1,120})*")
 _UTC_TIME = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d)(?::\d\d)? UTC")
 _ALERT_TEXT = re.compile(r"(episode|silence) (\d+) (\S+)(?: (\S+))?")
 # The details that only repeat the verb ("confirmed a scale ... · ok · confirmed").
@@ -136,6 +139,7 @@ def plain(text: str, limit: int = DETAIL_LIMIT) -> str:
 def _without_ids(text: str) -> str:
     text = _PROPOSED_AS.sub("", text)
     text = _REQUEST_ID.sub("", text)
+    text = _STARTED_WITH.sub("", text)
     return _OPERATION_ID.sub("", text).strip()
 
 

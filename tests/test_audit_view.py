@@ -167,3 +167,21 @@ def test_bad_audit_filters_say_what_is_right(text: str, says: str) -> None:
     assert says in error.value.message and error.value.usage.startswith("/cluster audit")
     if "action" in text:
         assert all(f"`{name}`" in error.value.message for name in audit_view.ACTIONS)
+
+
+@pytest.mark.parametrize(
+    "detail",
+    [
+        # As bot.operations records a finished scale and replace: the outcome, then "; request(s) RID".
+        "'InService' · 34/35 nodes healthy · worker-group-1 34/34; request uTAmazIoDyn1JTFfYNTBFJ88glH5XyEmetwxjV1Kn",
+        "'InService' · 35/35 nodes healthy; requests o6dNfOCoGMEzgsosjmpYmDm, Zr0Xv9aaW2s-1_e",
+        "no node was acted on (requests o6dNfOCoGMEzgsosjmpYmDm, Zr0Xv9aaW2s-1_e)",
+    ],
+)
+def test_aws_request_ids_of_a_finished_change_only_with_ids(detail: str) -> None:
+    """Seen in the sandbox: `/cluster audit` showed "...; request uTAm..." for every scale and replace done."""
+    entry = Entry("scale", "scale kumo-labs/x w 32→34", "done", detail)
+    shown, with_ids = line(entry), line(entry, ids=True)
+    assert "o6dNf" not in shown and "uTAm" not in shown and "Zr0X" not in shown and "request" not in shown
+    assert "nodes healthy" in shown or "no node was acted on" in shown
+    assert ("uTAm" in with_ids) or ("o6dNf" in with_ids)
