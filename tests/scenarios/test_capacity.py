@@ -176,6 +176,18 @@ async def test_a_training_plan_notice_names_the_hyperpod_group_it_takes_nodes_fr
     assert "SageMaker training plan `hoshi-vision-p5-plan`" in text
     assert "`hoshi-vision/hoshi-p5-vlm` · worker-group-1: 15 nodes" in text
     assert "15 nodes" in notice.text and "Checkpoint now" in notice.text  # the text fallback says it too
+    buttons = [e["action_id"] for b in notice.blocks if b["type"] == "actions" for e in b["elements"]]
+    assert buttons == ["alert_ack"], "acknowledged only: nothing to replace, reboot or silence"
+    hoshi = sandbox.program.org("hoshi-vision")
+    assert hoshi is not None
+    operator = next(user for user, role in hoshi.members.items() if role == "operator")
+    clicked = await sandbox.slack.click(user_id=operator, message=notice, action_id="alert_ack")
+    assert clicked.status_code == 200
+    await sandbox.slack.wait_for(lambda m: m.thread_ts == notice.ts and "acknowledged" in m.text, timeout=15)
+    edited = await sandbox.slack.wait_for(
+        lambda m: m.ts == notice.ts and f"acknowledged by <@{operator}>" in body(m), timeout=15
+    )
+    assert "alert_ack" not in str(edited.blocks)
 
 
 async def test_plans_say_where_the_nodes_would_come_from(sandbox: Sandbox, seeded_aws: SeededAws) -> None:
