@@ -35,7 +35,7 @@ from bot.clusters.model import Backend
 from bot.config import ProgramConfig
 from bot.monitor.faulty import FaultyNodeMonitor, upload_peer_chart
 from bot.monitor.metrics_reads import MetricsReader, MetricsReads, ReadFailed
-from bot.monitor.throughput import Anomaly, JobDetector, Sample, Thresholds
+from bot.monitor.throughput import NEAR_ZERO_RATIO, Anomaly, JobDetector, Sample, Thresholds
 from bot.node_metrics.culprit import HEALTHY_BEFORE, find_culprit
 from bot.node_metrics.series import Cause, ClusterMetrics, Verdict
 from bot.slack import charts
@@ -587,6 +587,9 @@ class ThroughputMonitor:
         if detector.baseline is not None:
             parts.append(f"baseline {detector.baseline:,.0f} {unit}")
         during = [v for t, v in values if since <= t < (values[-1][0] if values else now)]
+        if row.status == "stall":  # begun at the last good sample (or a slowdown's first): only what was near zero
+            floor = NEAR_ZERO_RATIO * (detector.baseline or 0.0)
+            during = [v for v in during if v < floor]
         worst = min(during) if during else 0.0  # a hang has no samples at all: nothing went through
         text = ", ".join(parts) + "." if parts else ""
         text += f" At its worst {worst:,.0f} {unit}."

@@ -261,6 +261,8 @@ async def test_a_recovered_stall_shows_the_rate_it_recovered_to(world: Sandbox) 
     recovered = now_of(world, alert)
     assert "Throughput back" in recovered.text
     assert "Back to 480,000 tokens/s" in body(recovered) and "Now 0 tokens/s" not in body(recovered)
+    # Seen in the sandbox: a hang's worst was the last good sample before it (the stall starts there).
+    assert "At its worst 0 tokens/s" in body(recovered)
     charts = [m for m in thread(world, alert) if m.files]
     assert len(charts) == 2, "the chart at the alert, and the chart of the whole stall once it ended"
 
