@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import delete, func, or_, update
+from sqlalchemy import select as sa_select
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -309,6 +310,19 @@ async def hourly_job_means(
 JobKey = tuple[str, str, str]  # (org_id, cluster, job)
 
 
+async def hourly_job_rows(
+    session: AsyncSession, *, org_ids: Sequence[str], since: datetime, until: datetime
+) -> list[tuple[str, str, str, float, int]]:
+    """`hourly_job_means` with each hour's count: (org, cluster, job, mean, count), the means computed by the
+    same SQL expression, so the same floats."""
+    table = ThroughputHourly.__table__.c  # type: ignore[attr-defined]
+    query = sa_select(table.org_id, table.cluster, table.job, table.total / table.count, table["count"]).where(
+        table.org_id.in_(org_ids), table.hour >= since, table.hour < until, table["count"] > 0
+    )
+    connection = await session.connection()  # five columns: more than sqlmodel's typed `exec` takes
+    return [(o, c, j, float(m), int(n)) for o, c, j, m, n in (await connection.execute(query)).all()]
+
+
 async def job_sample_counts(
     session: AsyncSession, *, org_ids: Sequence[str], since: datetime, until: datetime
 ) -> dict[JobKey, int]:
@@ -352,18 +366,18 @@ async def job_week_medians(
     return (await session.exec(query)).all()
 
 
-async def store_job_week_medians(session: AsyncSession, *, rows: Sequence[JobWeekMedian]) -> None:
-    """Store (or replace: the week's count changed since) job-week medians. Two replicas storing the same
-    week at once write the same values; the later one wins."""
-    values = [row.model_dump() for row in rows]
-    for start in range(0, len(values), 500):
-        statement = _dialect_insert(session)(JobWeekMedian).values(values[start : start + 500])
-        new = statement.excluded
-        statement = statement.on_conflict_do_update(
-            index_elements=["week_start", "week_end", "org_id", "cluster", "job"],
-            set_={name: new[name] for name in ("median", "hours", "samples", "computed_at")},
-        )
-        await session.exec(statement)
+async def store_job_week_medians(session: AsyncSession, *, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Store (or replace: the week's count changed since) job-week medians, given as JobWeekMedian's columns,
+    in one executemany. Two replicas storing one week at once write the same values; the later one wins."""
+    if not rows:
+        return
+    statement = _dialect_insert(session)(JobWeekMedian)
+    statement = statement.on_conflict_do_update(
+        index_elements=["week_start", "week_end", "org_id", "cluster", "job"],
+        set_={name: statement.excluded[name] for name in ("median", "hours", "samples", "computed_at")},
+    )
+    connection = await session.connection()
+    await connection.execute(statement, list(rows))
     await session.commit()
 
 

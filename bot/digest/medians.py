@@ -27,22 +27,24 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.digest.facts import Week
 from storage import tracking
-from storage.models import JobWeekMedian
 from storage.tracking import JobKey
 
 
-def medians_of(rows: Sequence[tuple[str, str, str, float]]) -> dict[JobKey, tuple[float, int]]:
-    """(median of hourly means, hours) per job, from `tracking.hourly_job_means`."""
+def medians_of(rows: Sequence[tuple[str, str, str, float, int]]) -> dict[JobKey, tuple[float, int, int]]:
+    """(median of hourly means, hours, samples) per job, from `tracking.hourly_job_rows`."""
     means: dict[JobKey, list[float]] = defaultdict(list)
-    for org, cluster, job, mean in rows:
-        means[(org, cluster, job)].append(mean)
-    return {key: (statistics.median(values), len(values)) for key, values in means.items()}
+    samples: dict[JobKey, int] = defaultdict(int)
+    for org, cluster, job, mean, count in rows:
+        key = (org, cluster, job)
+        means[key].append(mean)
+        samples[key] += count
+    return {key: (statistics.median(values), len(values), samples[key]) for key, values in means.items()}
 
 
 async def live_medians(session: AsyncSession, *, org_ids: Sequence[str], week: Week) -> dict[JobKey, float]:
     """Computed from the hourly rollups, whatever is stored."""
-    rows = await tracking.hourly_job_means(session, org_ids=org_ids, since=week.start, until=week.end)
-    return {key: median for key, (median, _) in medians_of(rows).items()}
+    rows = await tracking.hourly_job_rows(session, org_ids=org_ids, since=week.start, until=week.end)
+    return {key: median for key, (median, _, _) in medians_of(rows).items()}
 
 
 async def job_medians(
@@ -57,36 +59,38 @@ async def job_medians(
     if sum(row.samples for row in stored) == total:
         # Counts only grow, so the same sum means every stored job's count is unchanged and no job is new.
         return {(row.org_id, row.cluster, row.job): row.median for row in stored}
-    counts = await tracking.job_sample_counts(session, org_ids=org_ids, since=week.start, until=week.end)
-    medians = {
-        key: row.median
-        for row in stored
-        for key in [(row.org_id, row.cluster, row.job)]
-        if counts.get(key) == row.samples
-    }
-    stale = sorted({org for org, _, _ in counts.keys() - medians.keys()})
-    if not stale:
-        return medians
-    # Counted before the means are read: a sample stored in between makes the stored count short of the
-    # median's, and so only an extra recomputation next time, never a stale median kept.
-    rows = await tracking.hourly_job_means(session, org_ids=stale, since=week.start, until=week.end)
+    medians: dict[JobKey, float] = {}
+    stale: Sequence[str] = org_ids
+    if stored:  # which jobs changed: the others are kept
+        counts = await tracking.job_sample_counts(session, org_ids=org_ids, since=week.start, until=week.end)
+        medians = {
+            key: row.median
+            for row in stored
+            for key in [(row.org_id, row.cluster, row.job)]
+            if counts.get(key) == row.samples
+        }
+        stale = sorted({org for org, _, _ in counts.keys() - medians.keys()})
+        if not stale:
+            return medians
+    # Each median is stored with the count of the very rows it was taken from.
+    rows = await tracking.hourly_job_rows(session, org_ids=stale, since=week.start, until=week.end)
     fresh = {key: value for key, value in medians_of(rows).items() if key not in medians}
     await tracking.store_job_week_medians(
         session,
         rows=[
-            JobWeekMedian(
-                week_start=week.start,
-                week_end=week.end,
-                org_id=org,
-                cluster=cluster,
-                job=job,
-                median=median,
-                hours=hours,
-                samples=counts.get((org, cluster, job), 0),
-                computed_at=now,
-            )
-            for (org, cluster, job), (median, hours) in sorted(fresh.items())
+            {
+                "week_start": week.start,
+                "week_end": week.end,
+                "org_id": org,
+                "cluster": cluster,
+                "job": job,
+                "median": median,
+                "hours": hours,
+                "samples": samples,
+                "computed_at": now,
+            }
+            for (org, cluster, job), (median, hours, samples) in sorted(fresh.items())
         ],
     )
-    medians.update({key: median for key, (median, _) in fresh.items()})
+    medians.update({key: median for key, (median, _, _) in fresh.items()})
     return medians

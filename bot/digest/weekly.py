@@ -27,6 +27,7 @@ from bot.digest import render
 from bot.digest.compute import build_digest
 from bot.digest.facts import OrgSection, ProgramDigest, Week
 from bot.digest.gather import gather_week
+from bot.digest.medians import job_medians
 from bot.digest.weeks import digest_week, due_at, previous_week
 from bot.slack import charts
 from bot.slack.blocks import Reply
@@ -99,6 +100,7 @@ class WeeklyDigest:
         self.grace = grace
         self.tz = ZoneInfo(program.timezone)
         self.schedule = program.digest.schedule
+        self._medians_kept = ""  # the label of the week whose job medians this replica stored
 
     # ------------------------------------------------------------------ building
 
@@ -257,10 +259,27 @@ class WeeklyDigest:
         """The cron job (on the leader): post the digest that falls due now."""
         return await self.post(self.due_week(self.clock()), by=self._holder)
 
+    async def keep_medians(self) -> bool:
+        """Store the job medians of the week that ended last, once (this replica remembers it did): the leader's
+        catch-up calls it every few minutes, so the medians are stored minutes after the week ends and the
+        digest posted hours later reads them (bot.digest.medians) instead of computing the week. True when it
+        stored them now."""
+        week = digest_week(self.clock(), self.tz)
+        if self._medians_kept == week.label:
+            return False
+        async with self._db.session() as session:
+            await job_medians(session, org_ids=[org.id for org in self._program.orgs], week=week, now=self.clock())
+        self._medians_kept = week.label
+        return True
+
     async def catch_up(self) -> str | None:
         """After a restart or a leader change: the digest that fell due while no one posted it (or the channels
         it did not reach) is posted now when within the grace period; past it, a week never posted is recorded
-        as skipped. None when there is nothing to do."""
+        as skipped. None when there is nothing to do. First, the last week's job medians are stored once."""
+        try:
+            await self.keep_medians()
+        except Exception:  # only a head start for the digest, which computes what is not stored
+            log.exception("storing the last week's job medians failed")
         now = self.clock()
         week = self.due_week(now)
         due = due_at(week, self.schedule)

@@ -225,3 +225,29 @@ async def test_idle_instance_hours_per_org_are_each_episode_nodes_times_its_idle
     assert sora.idle_hours == {"p5.48xlarge": 5}
     assert digest.totals.idle_instance_hours == 14 + 8 * 168 + 5
     assert kumo.failures.count == 1  # the node failure: idle episodes are idle hours, not failures
+
+
+# ------------------------------------------------------------------------------------------------ week end
+
+
+async def test_the_catch_up_stores_the_week_that_just_ended_once_so_the_posted_digest_reads_it(db: Database) -> None:
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    from bot.digest.weekly import WeeklyDigest
+    from bot.slack.poster import Poster
+
+    hour = int(BEFORE.hours) + 5
+    await add_hours(db, {("kumo-labs", "p5-train", "llama-70b", hour): (10, 100.0)})
+    moment = WEEK.end + timedelta(minutes=4)  # Monday 00:04 in Tokyo; the digest is due at 09:00
+    # Nothing is posted by keeping medians: the client points at no server.
+    poster = Poster(client=AsyncWebClient(token="xoxb-never-used", base_url="http://127.0.0.1:9/"))
+    digest = WeeklyDigest(db=db, poster=poster, program=PROGRAM, holder="replica-1", clock=lambda: moment)
+    assert await digest.catch_up() is None  # nothing due yet
+    assert [(r.week_start, r.job, r.median, r.samples) for r in await stored(db)] == [
+        (WEEK.start, "llama-70b", 100.0, 10)
+    ]
+    assert await digest.keep_medians() is False  # once per week and replica
+    moment = LATER
+    built = await digest.build(WEEK)
+    assert [(j.job, j.this_week, j.last_week) for j in built.orgs[0].jobs] == [("llama-70b", 100.0, None)]
+    assert built == await digest_at(db, LIVE)
