@@ -642,3 +642,21 @@ def test_digest_sent_and_already_sent() -> None:
     assert "`--force`" in already.text or "--force" in already.text
     scheduled = render.digest_already_sent(week="2026-W48", at=AT, by=None, tz=TZ)
     assert "by the schedule" in scheduled.text
+
+
+def test_idle_accelerator_hours_are_in_the_org_section_its_overview_and_the_summary() -> None:
+    idle = busy_section(idle_hours={"trn1.32xlarge": 12.5, "p5.48xlarge": 72.0})
+    (reply,) = render.org_digest(idle, week=WEEK, program_name="FM Accelerator")
+    assert_within_limits(reply)
+    line = "*Idle accelerators:* 84.5 instance-hours with no job running (72 p5.48xlarge, 12.5 trn1.32xlarge)"
+    assert line in shown(reply)
+    totals = replace(digest([idle]).totals, idle_instance_hours=84.5)
+    (summary,) = render.digest_summary(digest([idle, quiet_section()], totals=totals))
+    text = shown(summary)
+    assert "*Idle accelerators:* 84.5 instance-hours with no job running" in text
+    assert "• *Kumo Labs*: 1 cluster · 2,318 instance-hours · 3 node failures · 2 incidents open · 84.5 idle" in text
+    # Without idle hours, nothing is said about them.
+    (plain,) = render.org_digest(busy_section(), week=WEEK, program_name="FM Accelerator")
+    assert "Idle" not in shown(plain) and "idle instance-hours" not in shown(
+        render.digest_summary(digest([busy_section()]))[0]
+    )
