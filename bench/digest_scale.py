@@ -1,16 +1,23 @@
-"""Benchmark (not a test): building the weekly digest for a large program, next to a naive build.
+"""Benchmark (not a test): building the weekly digest for a large program, this build next to today's.
 
-The digest reads one week of every org (records, incidents, failures, stalls, cluster changes, the usage
-ledger's steps) plus each training job's median throughput this week and the week before. Pitcrew's build is
-`gather_week` (a handful of queries for all orgs at once; job medians come from the hourly throughput rollups
-that ingest keeps beside the minute ones, filled here from the loaded minutes by migration 0006's statement)
-+ `compute.build_digest` + rendering (`render.digest_summary` and `render.org_digest` for every org). Its
-cost should grow with one week of events, not with the weeks stored.
+The digest reads one week of every org (records, incidents, failures, stalls, idle accelerators, cluster
+changes, the usage ledger's steps) plus each training job's median throughput this week and the week before.
+The build measured is `gather_week` (a handful of queries for all orgs at once) + `compute.build_digest` +
+rendering (`render.digest_summary` and `render.org_digest` for every org).
 
-The peer, measured on the same database in the same run, is a naive build: the same gather without the
-throughput query, then for each (org, cluster, job) every raw rollup row of both weeks through
-`storage.crud.rollups`, hourly means and medians taken in Python; then the same compute and rendering. It is
-given the list of jobs for free (no query to find them). Both must produce the same medians (checked).
+Two builds side by side, in the same run, on the same databases:
+
+- **today's build** (`--previous`, default PREVIOUS: the commit before job_week_medians), extracted from git
+  with `git archive` into a temporary folder and run from there (`--tree`): job medians taken from every
+  job-hour of both weeks in the hourly rollups (200 k rows at 100 orgs);
+- **this build**: a finished week's medians stored in `job_week_medians` (bot.digest.medians) and read back
+  (600 rows a week), after one indexed sum of the week's hourly counts says they still hold. Timed apart: a
+  week's first digest, with the table emptied first, which computes and stores both weeks' medians (the first
+  digest after the upgrade; afterwards the leader's catch-up stores each week minutes after it ends).
+
+Each side runs in `--rounds` fresh processes, the two in turns (which goes first alternates), each with a
+warm-up then `--repeat` timed builds; the figures are the median (min, max) of every timed build of a side.
+Every build's medians are compared with today's build's, exactly (`==` on the floats).
 
 Workloads, generated with `sandbox.history.generate_history` (seeded): 12 orgs x 26 weeks and 100 orgs x
 52 weeks. Each org has 3 clusters (HyperPod p5.48xlarge, ParallelCluster p5.48xlarge, HyperPod
@@ -21,26 +28,23 @@ Throughput density: rollups every 10 minutes for the two weeks the digest reads 
 week before it) and hourly before that. Pitcrew writes one rollup per job-minute; a year of per-minute
 rollups for 600 jobs is about 300 M rows, which this 2-core machine cannot generate and load in minutes. The
 two weeks read are at a tenth of the real density (1.2 M rows instead of 12 M at 100 orgs); the older weeks
-are there so that a query which is not bounded by its window shows it (on SQLite the planner serves
-`hourly_job_means` from the primary key, org by org, so it does read them).
+are there so that a query which is not bounded by its window shows it.
 
 Storage: a fresh SQLite file, and with `--postgres URL` a database `pitcrew_bench` created (dropped first) on
 that server; both are loaded at once. Tables other than the rollups are written with `store_history`
 (SQLAlchemy core inserts); the rollups, most of the rows, with sqlite3 `executemany` / asyncpg `COPY` in the
 exact form SQLAlchemy stores them, with the time index dropped during the load and created again after it,
 then `ANALYZE` on Postgres (as autovacuum would; SQLite is never analyzed by Pitcrew, so not here either).
+`--keep DIR` keeps the loaded databases (the SQLite file in DIR, `pitcrew_bench`) and uses them again on the
+next run with the same DIR (loading 100 orgs takes 3 minutes); they are migrated to head before measuring.
 
-Measured, each side in a fresh Python process: one warm-up build (the naive one on a single org), then up to
-`--repeat` timed builds (median, min, max; fewer, but at least 2, once they have taken `--budget` seconds);
-then the process's peak RSS (VmHWM: imports, setup and every build; `ru_maxrss` would report the data
-generator's peak, which a child started with vfork+exec inherits); then one more build under tracemalloc (peak
-of Python allocations), left out when a build takes over `--trace-max` seconds (tracemalloc multiplies it).
-Chart rendering is measured the same way, separately: every org's daily-usage chart and the program chart
-(`bot.digest.weekly.org_chart` and `program_chart`, the PNGs the digest posts), on SQLite only (the charts
-do not read the database). The naive build runs on Postgres only up to `--naive-postgres-orgs` orgs: its cost
-is loading ORM rows, the same on both databases, and at 100 orgs it takes a minute per build.
+Memory: the process's peak RSS (VmHWM: imports, setup and every build; `ru_maxrss` would report the data
+generator's peak, which a child started with vfork+exec inherits), and one more build under tracemalloc (peak
+of Python allocations), left out when a build takes over `--trace-max` seconds. With `--naive`, also a naive
+build (every raw rollup of both weeks through `storage.crud.rollups`, medians in Python; a minute a build at
+100 orgs, on Postgres only up to `--naive-postgres-orgs` orgs); with `--charts`, every chart (SQLite only).
 
-    .venv/bin/python bench/digest_scale.py [--sizes 12x26,100x52] [--repeat 5] [--postgres URL]
+    .venv/bin/python bench/digest_scale.py [--sizes 12x26,100x52] [--rounds 3] [--repeat 3] [--postgres URL]
 """
 
 from __future__ import annotations
@@ -68,7 +72,10 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# This checkout's tree, or with `--tree DIR` (a measuring process of the previous build) that build's files.
+sys.path.insert(
+    0, sys.argv[sys.argv.index("--tree") + 1] if "--tree" in sys.argv else str(Path(__file__).resolve().parents[1])
+)
 
 from sqlalchemy.engine import make_url
 
@@ -83,6 +90,7 @@ from sandbox.history import ClusterPlan, History, OrgPlan, generate_history, sto
 from storage import crud
 from storage.db import Database
 
+ROOT = Path(__file__).resolve().parents[1]
 TZ = ZoneInfo("Asia/Tokyo")
 POSTED_AT = datetime(2026, 11, 30, 9, 0, tzinfo=TZ)  # Monday 09:00: the digest of 2026-W48 is due
 DENSE_MINUTES = 10
@@ -92,6 +100,8 @@ BENCH_DATABASE = "pitcrew_bench"
 MINUTE_INDEX = "ix_throughput_rollups_minute"
 ROLLUP_COLUMNS = ("org_id", "cluster", "job", "minute", "count", "total", "min", "max")
 MB = 1024 * 1024
+# Today's build before job_week_medians (the issue's 2.4 s Postgres, 3.0 s SQLite): the previous side.
+PREVIOUS = "f6c13af"
 
 
 # ------------------------------------------------------------------------------------------------ workload
@@ -370,18 +380,37 @@ def peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def _rate_rows(digest: ProgramDigest) -> list[list[Any]]:
+    return sorted([*key, this, last] for key, (this, last) in _rates(digest).items())
+
+
+async def _forget_stored_medians(db: Database) -> None:
+    """Empty job_week_medians (this tree's table), so the next build is a week's first digest."""
+    from sqlalchemy import delete
+
+    from storage.models import JobWeekMedian
+
+    async with db.session() as session:
+        await session.exec(delete(JobWeekMedian))
+        await session.commit()
+
+
 async def measure(url: str, orgs: int, side: str, repeat: int, budget: float, trace_max: float) -> dict[str, Any]:
     """One side in this (fresh) process: warm-up, timed runs, peak RSS, one run under tracemalloc.
 
-    Timed runs stop early (after at least 2) once they have taken `budget` seconds in all; the tracemalloc run
-    is left out when a run takes longer than `trace_max` seconds."""
+    "ours" and "previous" are the same build code (`ours`), of this tree or of the previous build's; for
+    "ours", one more build after the warm-up is timed apart, on an emptied job_week_medians: the first digest
+    of a week, which computes and stores its medians ("cold"). Timed runs stop early (after at least 2) once
+    they have taken `budget` seconds in all; the tracemalloc run is left out when a run takes longer than
+    `trace_max` seconds."""
     program, week = program_for(orgs), digest_of_bench()  # validating quotas loads botocore's models
     db = Database(url=url)
     baseline = peak_rss()
     digest: ProgramDigest | None = None
+    out: dict[str, Any] = {}
 
     async def run() -> Any:
-        if side == "ours":
+        if side in ("ours", "previous"):
             return await ours(db, program, week)
         if side == "naive":
             return await naive(db, program, week)
@@ -395,6 +424,12 @@ async def measure(url: str, orgs: int, side: str, repeat: int, budget: float, tr
         await naive(db, program.model_copy(update={"orgs": program.orgs[:1]}), week)
     else:
         await run()  # warm-up
+    if side == "ours":
+        await _forget_stored_medians(db)
+        started = time.perf_counter()
+        cold = await run()
+        out["cold"] = time.perf_counter() - started
+        out["cold_rates"] = _rate_rows(cold[0])
     times: list[float] = []
     while len(times) < repeat and (len(times) < 2 or sum(times) < budget):
         started = time.perf_counter()
@@ -407,12 +442,14 @@ async def measure(url: str, orgs: int, side: str, repeat: int, budget: float, tr
         await run()
         traced = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
-    out: dict[str, Any] = {"times": times, "traced_peak": traced, "rss_baseline": baseline, "rss_peak": rss}
+    out.update({"times": times, "traced_peak": traced, "rss_baseline": baseline, "rss_peak": rss})
     if side == "charts":
         out["png_bytes"] = result
     else:
         digest = result[0]
     assert digest is not None
+    if side in ("ours", "previous"):
+        out["rates"] = _rate_rows(digest)
     if side == "naive":  # after the measurements: Pitcrew's build, to compare the medians
         _, out["rows_read"], out["hours"] = result
         ours_rates, naive_rates = _rates((await ours(db, program, week))[0]), _rates(digest)
@@ -430,9 +467,12 @@ async def measure(url: str, orgs: int, side: str, repeat: int, budget: float, tr
     return out
 
 
-def run_side(url: str, orgs: int, side: str, args: argparse.Namespace) -> dict[str, Any]:
+def run_side(url: str, orgs: int, side: str, args: argparse.Namespace, tree: Path | None = None) -> dict[str, Any]:
+    """One side measured in a fresh process; `tree`: with the previous build's files instead of this tree's."""
     command = [sys.executable, __file__, "--measure", side, "--url", url, "--orgs", str(orgs)]
     command += ["--repeat", str(args.repeat), "--budget", str(args.budget), "--trace-max", str(args.trace_max)]
+    if tree is not None:
+        command += ["--tree", str(tree)]
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode:
@@ -466,41 +506,90 @@ def _ratio(a: float | None, b: float | None, digits: int = 1) -> str:
     return "-" if a is None or b is None else f"x{a / b:.{digits}f}"
 
 
-def report_size(label: str, results: dict[str, dict[str, dict[str, Any]]]) -> None:
-    # Pitcrew's SQL returns one row per job-hour: as many as the naive build's hour buckets (the same data).
-    hours = next(sides["naive"]["hours"] for sides in results.values() if "naive" in sides)
-    print(f"\n| {label} | side | build p50 (min-max) | tracemalloc peak | peak RSS (after setup) | rows read |")
-    print("|---|---|---|---|---|---|")
+def merged(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One side's interleaved processes as one result: every timed build, the largest peaks."""
+    traced = [r["traced_peak"] for r in runs if r["traced_peak"] is not None]
+    out = dict(runs[-1])
+    out["times"] = [t for r in runs for t in r["times"]]
+    out["cold"] = [r["cold"] for r in runs if "cold" in r]
+    out["traced_peak"] = max(traced) if len(traced) == len(runs) else None
+    out["rss_peak"] = max(r["rss_peak"] for r in runs)
+    out["rss_baseline"] = max(r["rss_baseline"] for r in runs)
+    out["wall"] = sum(r["wall"] for r in runs)
+    return out
+
+
+def _cold(result: dict[str, Any]) -> str:
+    cold = result["cold"]
+    return f"{statistics.median(cold):.3f} s ({min(cold):.3f}-{max(cold):.3f}, {len(cold)} runs)"
+
+
+def report_size(label: str, results: dict[str, dict[str, Any]], previous: str) -> None:
+    """previous and ours (merged rounds) per database; then naive and charts where they were run."""
+    print(f"\n| {label} | build | p50 (min-max, runs) | tracemalloc peak | peak RSS (after setup) |")
+    print("|---|---|---|---|---|")
     for database, sides in results.items():
-        o, n = sides["ours"], sides.get("naive")
-        o["rows_read"] = hours
-        for name, r in (("Pitcrew", o), ("naive", n)):
-            if r is None:
-                print(f"| {database} | naive | not run (`--naive-postgres-orgs`) | | | |")
-                continue
+        p, o = sides["previous"], sides["ours"]
+        rows = (
+            (f"today's build ({previous})", p, _times(p)),
+            ("stored week medians", o, _times(o)),
+            ("stored week medians, a week's first digest (computes and stores them)", o, _cold(o)),
+        )
+        for name, r, figure in rows:
             print(
-                f"| {database} | {name} | {_times(r)} | {_traced(r)} | {_mb(r['rss_peak'])} "
-                f"({_mb(r['rss_baseline'])}) | {r['rows_read']:,} |"
+                f"| {database} | {name} | {figure} | {_traced(r)} | {_mb(r['rss_peak'])} ({_mb(r['rss_baseline'])}) |"
             )
-        agree = "" if n is None else f"; naive medians equal Pitcrew's: {n['agree']}"
-        walls = ", ".join(f"{side} {r['wall']:.0f} s" for side, r in sides.items())
+        print(f"| {database} | today's / stored | {_ratio(_p50(p), _p50(o))} | | |")
         print(
             f"  ({database}: {o['sections']} org sections, {o['jobs']} job trends, {o['records']} records, "
-            f"{o['instance_hours']:,.0f} instance-hours{agree}; measuring processes took {walls})"
+            f"{o['instance_hours']:,.0f} instance-hours; every build's medians equal today's build's, to the bit: "
+            f"{sides['agree']}; measuring processes took {p['wall']:.0f} s and {o['wall']:.0f} s)"
         )
-        if n is None:
-            continue
-        print(
-            f"| {database} | naive / Pitcrew | {_ratio(_p50(n), _p50(o))} | "
-            f"{_ratio(n['traced_peak'], o['traced_peak'])} | {_ratio(n['rss_peak'], o['rss_peak'], 2)} | "
-            f"{_ratio(n['rows_read'], o['rows_read'])} |"
-        )
-    if "charts" in results.get("SQLite", {}):
-        c = results["SQLite"]["charts"]
-        print(
-            f"| charts | {c['sections']} org charts + program chart | {_times(c)} | {_traced(c)} | "
-            f"{_mb(c['rss_peak'])} ({_mb(c['rss_baseline'])}) | {c['png_bytes'] / MB:.1f} MB of PNG |"
-        )
+        n = sides.get("naive")
+        if n is not None:
+            print(
+                f"| {database} | naive ({n['rows_read']:,} rollups read, {n['hours']:,} job-hours) | {_times(n)} | "
+                f"{_traced(n)} | {_mb(n['rss_peak'])} ({_mb(n['rss_baseline'])}) |"
+            )
+            print(f"  (naive medians equal Pitcrew's: {n['agree']})")
+        c = sides.get("charts")
+        if c is not None:
+            print(
+                f"| charts | {c['sections']} org charts + program chart, {c['png_bytes'] / MB:.1f} MB of PNG | "
+                f"{_times(c)} | {_traced(c)} | {_mb(c['rss_peak'])} ({_mb(c['rss_baseline'])}) |"
+            )
+
+
+def extract(commit: str, folder: Path) -> Path:
+    """The tree of `commit`, from git (`git archive`), in a folder of its own: the previous build."""
+    target = folder / f"previous-{commit}"
+    target.mkdir(parents=True, exist_ok=True)
+    try:
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit], check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    except (OSError, subprocess.CalledProcessError) as error:
+        raise SystemExit(f"cannot extract the previous build from git ({commit}): {error}") from None
+    return target
+
+
+def measure_database(
+    url: str, orgs: int, args: argparse.Namespace, tree: Path, extras: Sequence[str]
+) -> dict[str, Any]:
+    """`--rounds` rounds, each a process of the previous build and one of this one, in turns (which goes
+    first alternates), so that whatever else the machine does falls on both; then the extras."""
+    runs: dict[str, list[dict[str, Any]]] = {"previous": [], "ours": []}
+    for index in range(args.rounds):
+        for side in ("previous", "ours") if index % 2 == 0 else ("ours", "previous"):
+            runs[side].append(run_side(url, orgs, side, args, tree if side == "previous" else None))
+    reference = runs["previous"][0]["rates"]
+    agree = all(r["rates"] == reference for side in runs.values() for r in side) and all(
+        r["cold_rates"] == reference for r in runs["ours"]
+    )
+    result: dict[str, Any] = {side: merged(side_runs) for side, side_runs in runs.items()}
+    result["agree"] = agree and all(this is not None and last is not None for *_, this, last in reference)
+    for side in extras:
+        result[side] = run_side(url, orgs, side, args)
+    return result
 
 
 def machine() -> str:
@@ -515,29 +604,47 @@ def machine() -> str:
     return f"{os.cpu_count()} x {model}, Linux {platform.release()}, Python {platform.python_version()}"
 
 
-async def prepare(label: str, orgs: int, weeks: int, folder: Path, postgres: str | None) -> tuple[list[str], Loaded]:
+async def prepare(
+    label: str, orgs: int, weeks: int, folder: Path, postgres: str | None, keep: bool = False
+) -> tuple[list[str], Loaded]:
+    """The databases of one workload, loaded; with `keep`, those a run with the same `--keep` folder loaded
+    before are used again (the SQLite file and `pitcrew_bench`, which that run left behind)."""
     urls = [f"sqlite+aiosqlite:///{folder / f'digest-{label}.db'}"]
+    marker = folder / f"digest-{label}.json"
     if postgres:
-        urls.append(await fresh_postgres(postgres))
+        kept = make_url(postgres).set(database=BENCH_DATABASE).render_as_string(hide_password=False)
+        urls.append(kept if keep and marker.exists() else await fresh_postgres(postgres))
+    if keep and marker.exists() and json.loads(marker.read_text())["urls"] == urls:
+        return urls, Loaded(**json.loads(marker.read_text())["loaded"])
     loaded = await load(urls, program_for(orgs), weeks)
+    if keep:
+        marker.write_text(json.dumps({"urls": urls, "loaded": dataclasses.asdict(loaded)}))
     return urls, loaded
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="12x26,100x52", help="ORGSxWEEKS, comma separated")
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=3, help="timed builds per process")
+    parser.add_argument("--rounds", type=int, default=3, help="processes per side, the two sides in turns")
     parser.add_argument("--budget", type=float, default=60.0, help="seconds of timed runs per side (at least 2 runs)")
     parser.add_argument(
         "--postgres", help="a Postgres URL (postgresql+asyncpg://...); the bench creates its own database"
     )
+    parser.add_argument("--previous", default=PREVIOUS, help="the commit whose build is measured next to this one")
+    parser.add_argument("--naive", action="store_true", help="also the naive build (a minute a build at 100 orgs)")
+    parser.add_argument("--charts", action="store_true", help="also every chart, on SQLite")
     parser.add_argument("--trace-max", type=float, default=10.0, help="no tracemalloc run when a run takes longer")
     parser.add_argument(
         "--naive-postgres-orgs", type=int, default=12, help="run the naive build on Postgres up to this many orgs"
     )
-    parser.add_argument("--measure", choices=("ours", "naive", "charts"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--keep", help="a folder to keep the loaded databases in, and to use them again from on the next run"
+    )
+    parser.add_argument("--measure", choices=("ours", "previous", "naive", "charts"), help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--orgs", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--tree", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure:
         result = measure(args.url, args.orgs, args.measure, args.repeat, args.budget, args.trace_max)
@@ -545,31 +652,38 @@ def main() -> None:
         return
 
     week = digest_of_bench()
-    print(f"{machine()}; SQLite {sqlite3.sqlite_version}")
+    print(f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC; {machine()}; SQLite {sqlite3.sqlite_version}")
     print(
         f"digest week {week.label} ({week.start:%Y-%m-%d %H:%M} - {week.end:%Y-%m-%d %H:%M} UTC), built at "
         f"{POSTED_AT:%a %Y-%m-%d %H:%M} {TZ}; rollups every {DENSE_MINUTES} min for {previous_week(week).label} and "
-        f"{week.label} (the weeks the digest reads) and every {SPARSE_MINUTES} min before; {args.repeat} timed builds "
-        "per side after a warm-up, each side in a fresh process"
+        f"{week.label} (the weeks the digest reads) and every {SPARSE_MINUTES} min before; today's build "
+        f"({args.previous}, from git) and this one in {args.rounds} rounds of a fresh process each, "
+        f"{args.repeat} timed builds per process after a warm-up"
     )
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="pitcrew-digest-bench-") as tmp:
+        tree = extract(args.previous, Path(tmp))
+        folder = Path(args.keep) if args.keep else Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
         for size in args.sizes.split(","):
             orgs, weeks = (int(part) for part in size.split("x"))
             label = f"{orgs} orgs x {weeks} weeks"
-            urls, loaded = asyncio.run(prepare(size, orgs, weeks, Path(tmp), args.postgres))
+            urls, loaded = asyncio.run(prepare(size, orgs, weeks, folder, args.postgres, keep=bool(args.keep)))
             rows = ", ".join(f"{name} {count:,}" for name, count in loaded.rows.items())
             where = " and ".join("SQLite" if u.startswith("sqlite") else "Postgres" for u in urls)
             print(f"\n{label}: {rows}")
             print(f"  generated in {loaded.generate_seconds:.0f} s; stored in {where} in {loaded.store_seconds:.0f} s")
-            results: dict[str, dict[str, dict[str, Any]]] = {}
+            results: dict[str, dict[str, Any]] = {}
             for url in urls:
                 database = "SQLite" if url.startswith("sqlite") else "Postgres"
-                sides = ["ours", "naive", "charts"] if database == "SQLite" else ["ours", "naive"]
+                asyncio.run(Database(url=url).upgrade())  # a kept database loaded before the last migration
+                extras = ["naive"] if args.naive else []
                 if database == "Postgres" and orgs > args.naive_postgres_orgs:
-                    sides.remove("naive")
-                results[database] = {side: run_side(url, orgs, side, args) for side in sides}
-            report_size(label, results)
+                    extras = []
+                if database == "SQLite" and args.charts:
+                    extras.append("charts")
+                results[database] = measure_database(url, orgs, args, tree, extras)
+            report_size(label, results, args.previous)
     print(f"\nwhole bench: {time.perf_counter() - started:.0f} s")
 
 
