@@ -207,3 +207,50 @@ async def test_plans_say_where_the_nodes_would_come_from(sandbox: Sandbox, seede
     launch = body(await ask(sandbox, user=ALICE, channel=KUMO, text=text))
     assert "2 x p5.48xlarge: On-Demand capacity, no reservation of this type" in launch
     assert seeded_aws.state() == before
+
+
+async def test_a_parallelcluster_compute_resource_targeting_a_reservation_is_read_from_its_configuration(
+    sandbox: Sandbox, seeded_aws: SeededAws
+) -> None:
+    """The ParallelCluster API (the sandbox's emulator) serves kumo-p5-dev's configuration with a
+    CapacityReservationTarget naming an On-Demand Capacity Reservation: its nodes are that reservation's, and
+    the Capacity Block of the same type and zone is no longer matched to them."""
+    import copy
+
+    import yaml
+    from moto.ec2.models import ec2_backends
+
+    from sandbox.moto_support import add_capacity_reservation
+
+    account, region = "111111111111", "us-east-1"
+    backend = ec2_backends[account][region]
+    saved = copy.deepcopy(backend.__dict__.get("_pitcrew_capacity_reservations"))
+    try:
+        odcr = add_capacity_reservation(
+            account, region, instance_type="p5.48xlarge", count=8, available=4, availability_zone=f"{region}a",
+            start=None, end=None, capacity_block=False,
+        )  # fmt: skip
+        org = sandbox.program.org("kumo-labs")
+        assert org is not None
+        pcluster = sandbox.pitcrew.services.fleet.backends(org)[1]
+        # Blocking HTTP to the emulator, which this test's event loop serves: from a worker thread.
+        text = await asyncio.to_thread(pcluster.configuration, "kumo-p5-dev")  # type: ignore[attr-defined]
+        config = yaml.safe_load(text)
+        for queue in config["Scheduling"]["SlurmQueues"]:
+            for resource in queue["ComputeResources"]:
+                resource["CapacityReservationTarget"] = {"CapacityReservationId": odcr}
+        sandbox.pcluster_api.store_config(account, region, "kumo-p5-dev", yaml.safe_dump(config))
+        assert sandbox.pitcrew.services.capacity is not None
+        sandbox.pitcrew.services.capacity.forget("kumo-labs")
+        text = body(await ask(sandbox, user=ALICE, channel=KUMO, text="capacity"))
+        listed = text.split(f"*{odcr}*", 1)[1]
+        assert "EC2 On-Demand Capacity Reservation" in listed.splitlines()[0]
+        assert "8 x p5.48xlarge, 4 available" in listed and "no end date" in listed
+        assert "Used by: `kumo-labs/kumo-p5-dev` compute-gpu: 4 nodes" in listed
+        block = seeded(seeded_aws, "capacity_block")
+        assert "Used by: no cluster of the org is seen using it" in text.split(f"*{block.id}*", 1)[1]
+    finally:
+        if saved is None:
+            backend.__dict__.pop("_pitcrew_capacity_reservations", None)
+        else:
+            backend.__dict__["_pitcrew_capacity_reservations"] = saved
