@@ -17,6 +17,7 @@ from bot.config import ProgramConfig
 
 log = logging.getLogger(__name__)
 CACHE_SECONDS = 60.0
+READ_SECONDS = 30.0  # an org's whole read (botocore retries within it); past that it counts as unreadable
 
 
 @dataclass(frozen=True)
@@ -36,12 +37,14 @@ class CapacityService:
         accounts: AwsAccounts,
         fleet: Fleet,
         cache_seconds: float = CACHE_SECONDS,
+        timeout: float = READ_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._program = program
         self._accounts = accounts
         self._fleet = fleet
         self._cache_seconds = cache_seconds
+        self._timeout = timeout
         self._clock = clock
         self._cache: dict[str, tuple[float, list[Reservation]]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -63,27 +66,28 @@ class CapacityService:
             if cached is not None and self._clock() - cached[0] < self._cache_seconds:
                 return list(cached[1])
             (listing,) = await self._fleet.list_orgs([org_id])
-            backends = self._fleet.backends(org)
-            pcluster = backends[1]
-            configuration = getattr(pcluster, "configuration", None)
 
-            def config_of(name: str) -> str | None:
-                if configuration is None:
-                    return None
-                try:
-                    return str(configuration(name))
-                except Exception as error:  # the targets are then matched by instance type and zone
-                    log.warning("capacity: the configuration of %s/%s: %s", org_id, name, describe_error(error))
-                    return None
+            def read() -> list[Reservation]:  # in a worker thread: clients (STS) and every call block
+                configuration = getattr(self._fleet.backends(org)[1], "configuration", None)
 
-            found = await asyncio.to_thread(
-                read_reservations,
-                org,
-                sagemaker=self._accounts.client(org, "sagemaker"),
-                ec2=self._accounts.client(org, "ec2"),
-                clusters=listing.clusters,
-                configuration=config_of,
-            )
+                def config_of(name: str) -> str | None:
+                    if configuration is None:  # no ParallelCluster API: matched by instance type and zone
+                        return None
+                    try:
+                        return str(configuration(name))
+                    except Exception as error:  # the targets are then matched by instance type and zone
+                        log.warning("capacity: the configuration of %s/%s: %s", org_id, name, describe_error(error))
+                        return None
+
+                return read_reservations(
+                    org,
+                    sagemaker=self._accounts.client(org, "sagemaker"),
+                    ec2=self._accounts.client(org, "ec2"),
+                    clusters=listing.clusters,
+                    configuration=config_of,
+                )
+
+            found = await asyncio.wait_for(asyncio.to_thread(read), self._timeout)
             self._cache[org_id] = (self._clock(), found)
             return list(found)
 

@@ -10,15 +10,20 @@ days."""
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import yaml
+from moto.ec2.models import ec2_backends
+
 from bot.alerts.desk import AlertDesk
 from bot.capacity.monitor import CapacityMonitor
-from bot.capacity.service import CapacityService
+from bot.capacity.service import CACHE_SECONDS, CapacityService
 from bot.slack.alerts import SlackAlerts
+from sandbox.moto_support import add_capacity_reservation
 from sandbox.reserved import SeededReservation
 from sandbox.slack import Message
 from sandbox.world import Sandbox
@@ -29,6 +34,7 @@ from tests.scenarios.conftest import ADMIN, COORDINATION, ask, body
 
 ALICE, BOB, GUEST = "U0ALICE01", "U0BOB0001", "U0GUEST01"  # kumo-labs operator, kumo-labs viewer, nobody
 KUMO, HOSHI = "C0KUMOLAB", "C0HOSHI01"
+CACHE_ACCOUNT, CACHE_REGION = "111111111111", "us-east-1"
 
 
 def seeded(seeded_aws: SeededAws, source: str) -> SeededReservation:
@@ -215,13 +221,6 @@ async def test_a_parallelcluster_compute_resource_targeting_a_reservation_is_rea
     """The ParallelCluster API (the sandbox's emulator) serves kumo-p5-dev's configuration with a
     CapacityReservationTarget naming an On-Demand Capacity Reservation: its nodes are that reservation's, and
     the Capacity Block of the same type and zone is no longer matched to them."""
-    import copy
-
-    import yaml
-    from moto.ec2.models import ec2_backends
-
-    from sandbox.moto_support import add_capacity_reservation
-
     account, region = "111111111111", "us-east-1"
     backend = ec2_backends[account][region]
     saved = copy.deepcopy(backend.__dict__.get("_pitcrew_capacity_reservations"))
@@ -254,3 +253,47 @@ async def test_a_parallelcluster_compute_resource_targeting_a_reservation_is_rea
             backend.__dict__.pop("_pitcrew_capacity_reservations", None)
         else:
             backend.__dict__["_pitcrew_capacity_reservations"] = saved
+
+
+async def test_an_org_is_read_once_per_cache_period(sandbox: Sandbox, seeded_aws: SeededAws) -> None:
+    backend = ec2_backends[CACHE_ACCOUNT][CACHE_REGION]
+    saved = copy.deepcopy(backend.__dict__.get("_pitcrew_capacity_reservations"))
+    now = [0.0]
+    services = sandbox.pitcrew.services
+    service = CapacityService(
+        program=services.program, accounts=seeded_aws.accounts, fleet=services.fleet, clock=lambda: now[0]
+    )
+    try:
+        first = await service.reservations("kumo-labs")
+        add_capacity_reservation(
+            CACHE_ACCOUNT, CACHE_REGION, instance_type="p5.48xlarge", count=2, availability_zone=f"{CACHE_REGION}b",
+            start=None, end=datetime.now(UTC) + timedelta(days=3),
+        )  # fmt: skip
+        now[0] = CACHE_SECONDS - 1
+        assert await service.reservations("kumo-labs") == first, "within the cache period: not read again"
+        now[0] = CACHE_SECONDS + 1
+        assert len(await service.reservations("kumo-labs")) == len(first) + 1
+        service.forget()
+        assert len(await service.reservations("kumo-labs")) == len(first) + 1
+    finally:
+        if saved is None:
+            backend.__dict__.pop("_pitcrew_capacity_reservations", None)
+        else:
+            backend.__dict__["_pitcrew_capacity_reservations"] = saved
+
+
+async def test_an_org_aws_cannot_answer_for_is_said_and_the_others_listed(
+    sandbox: Sandbox, seeded_aws: SeededAws
+) -> None:
+    services = sandbox.pitcrew.services
+    broken = services.program.with_aws(
+        lambda org: (
+            {"role_arn": "arn:aws:iam::999999999999:role/Nope", "region": "xx-nowhere-1"}
+            if org.id == "sakura-ai"
+            else {}
+        )
+    )
+    service = CapacityService(program=broken, accounts=seeded_aws.accounts, fleet=services.fleet, timeout=20)
+    results = {r.org_id: r for r in await service.many(["kumo-labs", "sakura-ai"])}
+    assert results["kumo-labs"].error is None and results["kumo-labs"].reservations
+    assert results["sakura-ai"].error and results["sakura-ai"].reservations == ()
