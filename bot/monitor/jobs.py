@@ -397,6 +397,15 @@ class ThroughputMonitor:
         message = f"{self._figures(detector, current, unit_of(rows))}{now_a} {cause}\n{culprit}".strip()
         values["message"] = message[:1000]
         await self._desk.update(row, values)
+        if row.silenced and new_kind:
+            # Held back by a silence, and now worse (a slowdown that hung, or back): while the silence lasts,
+            # one more line in its thread; once it has ended, the alert it now is, as a new episode's would be.
+            silence = await self._desk.silence_for(row.org_id, row.backend, row.cluster_name)
+            await self._desk.update(row, {"silenced": False, "message_ts": None})
+            await self._desk.announce([row], silence=silence)
+            if row.message_ts and not row.silenced:
+                await self._chart(row, now, thread_ts=row.message_ts, anomaly=current)
+            return 1
         if not row.silenced:  # the edit keeps saying the cluster is silenced, and its button
             silence = await self._desk.silence_for(row.org_id, row.backend, row.cluster_name)
             if new_kind:

@@ -245,6 +245,44 @@ async def test_silence_holds_a_throughput_alert_of_the_cluster_lists_it_and_unsi
     assert sorted(unsilences) == sorted([(BOB, "refused"), (ALICE, "done"), (ALICE, "done")])
 
 
+async def test_a_held_back_slowdown_that_becomes_a_hang_after_unsilence_is_posted(
+    world: Sandbox, seeded_aws: SeededAws
+) -> None:
+    """Seen in the sandbox: a slowdown held back by a silence, then Unsilence, then the job hung: the episode
+    turned into a stall with no message anywhere (not in the channel, not in the silence's thread)."""
+    services = world.pitcrew.services
+    node = running_workers(seeded_aws)[0]
+    set_hyperpod_node_status(ACCOUNT, REGION, TRAIN, node, "Failure", XID)
+    await sweep(world)
+    (alert,) = alerts_about(world, node)
+    await world.slack.click(user_id=ALICE, message=alert, action_id="alert_silence_1")
+    silence_message = await world.slack.wait_for(
+        lambda m: m.thread_ts == alert.ts and "Silenced until" in m.text, timeout=CLUSTER_ALERT_WAIT
+    )
+    token = await create_token(services.db, org_id="kumo-labs", created_by="test")
+    start = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=8)
+    slow = [(start + timedelta(seconds=30 * i), RATE * 0.3) for i in range(1, 17)]  # 8 minutes at 30 %
+    await post(world, token, history(start, tail=slow))
+    await services.throughput.check()
+    await services.drain()
+    (held,) = [m for m in thread(world, alert) if "Held back" in m.text]
+    assert "slowdown" in held.text
+    await world.slack.click(user_id=ALICE, message=silence_message, action_id="alert_unsilence")
+    await world.slack.wait_for(
+        lambda m: m.ts == silence_message.ts and "ended by <@U0ALICE01>" in m.text, timeout=CLUSTER_ALERT_WAIT
+    )
+    coordination_before = len(world.slack.channel_messages(COORDINATION))
+
+    desk = services.throughput._desk
+    later = desk.clock() + timedelta(minutes=12)  # no sample since: the slowdown is now a hang
+    desk.clock = lambda: later
+    await services.throughput.check()
+    await services.drain()
+    posted = [m for m in world.slack.channel_messages(KUMO) if "Training stalled" in m.text and not m.thread_ts]
+    assert len(posted) == 1, "once the silence has ended, the hang it became is alerted"
+    assert len(world.slack.channel_messages(COORDINATION)) == coordination_before + 1
+
+
 async def test_a_recovered_stall_shows_the_rate_it_recovered_to(world: Sandbox) -> None:
     """Issue 11, defect 7: the recovered alert said "Now 0 tokens/s"."""
     services = world.pitcrew.services
