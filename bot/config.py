@@ -32,6 +32,7 @@ ORG_ID_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$"
 USER_ID_PATTERN = r"^[UW][A-Z0-9]{2,20}$"
 CHANNEL_ID_PATTERN = r"^[CGD][A-Z0-9]{2,20}$"
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+LAUNCH_PARAMETER_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"  # a template parameter's name (orgs[].launch keys)
 
 
 class Settings(BaseSettings):
@@ -112,6 +113,8 @@ MemberRole = Annotated[Literal["operator", "viewer"], BeforeValidator(_check_rol
 UserId = Annotated[str, Field(pattern=USER_ID_PATTERN)]
 ChannelId = Annotated[str, Field(pattern=CHANNEL_ID_PATTERN)]
 TimeZoneName = Annotated[str, AfterValidator(_check_timezone)]
+# A launch default: a string (up to a long ARN or URI) or a whole number, as a template parameter takes it.
+LaunchValue = Annotated[str, Field(min_length=1, max_length=2048)] | Annotated[int, Field(strict=True, ge=0)]
 
 
 class _Strict(BaseModel):
@@ -189,6 +192,10 @@ class OrgConfig(_Strict):
     # Minutes an alert may stay unacknowledged before it is posted again in the coordination channel,
     # mentioning the org's operators (bot.alerts.escalation); 0 or null: never.
     escalate_after_minutes: float | None = Field(default=30, ge=0, le=7 * 24 * 60)
+    # Launch defaults (`/cluster launch TEMPLATE NAME` and the launch form): template parameter name -> value,
+    # used by every template that declares the parameter; `--param` overrides. The names are checked
+    # against the templates' parameters by `pitcrew check-config` (bot.clusters.templates.check_launch_defaults).
+    launch: dict[Annotated[str, Field(pattern=LAUNCH_PARAMETER_PATTERN)], LaunchValue] = Field(default_factory=dict)
 
     @field_validator("quota")
     @classmethod
