@@ -1,0 +1,319 @@
+"""The Home tab of a running Pitcrew: its facts read from storage (and reserved capacity, when the capacity
+service is there), published with views.publish when someone opens it, and published again, debounced, for
+the people who opened it after anything it shows changes (`changed(org_id)`, called where alerts open and
+close, operations finish and records are added).
+
+Who opened Home is kept in memory by the replica that received app_home_opened: another replica's changes
+refresh those views only when that replica hears of them too (the next opening always shows the truth)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import Counter, defaultdict
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from datetime import datetime
+from typing import Protocol
+from zoneinfo import ZoneInfo
+
+from bot.access import AccessPolicy
+from bot.capacity.model import Reservation
+from bot.clusters.fleet import describe_error
+from bot.config import ProgramConfig
+from bot.home.facts import (
+    AlertLine,
+    ClusterLine,
+    HomeFacts,
+    IdleLine,
+    OrgHome,
+    Viewer,
+    ending_soon,
+    idle_line,
+    quota_lines,
+)
+from bot.home.render import home_view
+from bot.slack.publisher import Publisher
+from storage import crud, tracking
+from storage.db import Database
+from storage.models import DigestRunStatus, utcnow
+
+log = logging.getLogger(__name__)
+DEBOUNCE_SECONDS = 5.0  # changes within this are one refresh
+CAPACITY_SECONDS = 10.0  # reserved capacity is left out ("could not be read") past this
+IDLE_KIND = "idle"
+
+
+class ReservationSource(Protocol):
+    """bot.capacity.service.CapacityService, or anything with its `reservations(org_id)`."""
+
+    async def reservations(self, org_id: str) -> list[Reservation]: ...
+
+
+class HomeTab:
+    def __init__(
+        self,
+        *,
+        db: Database,
+        program: ProgramConfig,
+        access: AccessPolicy,
+        poster: Publisher,
+        capacity: ReservationSource | None = None,
+        clock: Callable[[], datetime] = utcnow,
+        delay: float = DEBOUNCE_SECONDS,
+        monotonic: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        capacity_timeout: float = CAPACITY_SECONDS,
+    ) -> None:
+        self._db = db
+        self._program = program
+        self._access = access
+        self._poster = poster
+        self._capacity = capacity
+        self._clock = clock
+        self._delay = delay
+        self._monotonic = monotonic
+        self._sleep = sleep
+        self._capacity_timeout = capacity_timeout
+        self._tz = ZoneInfo(program.timezone)
+        self._watching: set[str] = set()  # users who opened Home on this replica
+        self._pending: set[str] = set()
+        self._pending_all = False
+        self._due: float | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._links: dict[tuple[str, str], str] = {}
+        self.published = 0  # views.publish calls made (tests and metrics read it)
+
+    # ------------------------------------------------------------------ refresh
+
+    def changed(self, org_id: str | None) -> None:
+        """Something this org's Home shows changed (None: any org's): publish again, once, after the delay,
+        for the people who opened Home and see that org. Never raises; without a running loop it does nothing."""
+        if not self._watching:
+            return
+        if org_id is None:
+            self._pending_all = True
+        else:
+            self._pending.add(org_id)
+        if self._due is None:
+            self._due = self._monotonic() + self._delay
+        if self._task is None or self._task.done():
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return
+            self._task = loop.create_task(self._run())
+
+    async def _run(self) -> None:
+        while self._due is not None:
+            wait = self._due - self._monotonic()
+            if wait > 0:
+                await self._sleep(wait)
+                continue
+            everyone, orgs = self._pending_all, set(self._pending)
+            self._pending_all, self._pending, self._due = False, set(), None
+            try:
+                await self._refresh(everyone=everyone, orgs=orgs)
+            except Exception:  # a refresh that failed is the next one's to do; the loop keeps going
+                log.exception("refreshing Home views failed")
+
+    async def settled(self) -> None:
+        """Wait until no refresh is due or running (tests, shutdown)."""
+        while self._task is not None and not self._task.done():
+            await asyncio.shield(self._task)
+
+    async def aclose(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _refresh(self, *, everyone: bool, orgs: set[str]) -> None:
+        users = [
+            user
+            for user in sorted(self._watching)
+            if (everyone and self._access.is_known(user)) or orgs.intersection(self._access.visible_orgs(user))
+        ]
+        if not users:
+            return
+        wanted = sorted({org for user in users for org in self._access.visible_orgs(user)})
+        facts = await self.org_facts(wanted)
+        link, week = await self._digest_link()
+        for user in users:
+            await self._publish(user, facts, link, week)
+
+    # ------------------------------------------------------------------ publish
+
+    async def opened(self, user_id: str) -> None:
+        """app_home_opened: publish this person's Home now, and keep it fresh from here on."""
+        self._watching.add(user_id)
+        orgs = self._access.visible_orgs(user_id)
+        facts = await self.org_facts(orgs)
+        link, week = await self._digest_link()
+        await self._publish(user_id, facts, link, week)
+
+    async def _publish(self, user_id: str, orgs: dict[str, OrgHome], link: str | None, week: str | None) -> None:
+        view = home_view(self.facts_for(user_id, orgs, link=link, week=week), tz=self._tz)
+        try:
+            await self._poster.client.views_publish(user_id=user_id, view=view)
+            self.published += 1
+        except Exception as error:
+            log.warning("views.publish for %s failed: %s", user_id, describe_error(error))
+
+    def facts_for(
+        self, user_id: str, orgs: dict[str, OrgHome], *, link: str | None = None, week: str | None = None
+    ) -> HomeFacts:
+        access = self._access
+        visible = [orgs[o] for o in access.visible_orgs(user_id) if o in orgs]
+        if access.is_admin(user_id):
+            viewer = Viewer.ADMIN
+        elif access.member_orgs(user_id):
+            viewer = Viewer.MEMBER
+        else:
+            viewer, visible = Viewer.OUTSIDER, []
+        roles = {}
+        for org in visible:
+            role = access.role(user_id=user_id, org_id=org.org_id)
+            roles[org.org_id] = role.value if role else "viewer"
+        return HomeFacts(
+            viewer=viewer,
+            user_id=user_id,
+            now=self._clock(),
+            orgs=tuple(visible),
+            roles=roles,
+            digest_link=link if viewer is not Viewer.OUTSIDER else None,
+            digest_week=week,
+            program=self._program.name,
+            admins=tuple(self._program.admins),
+        )
+
+    # ------------------------------------------------------------------ facts
+
+    async def org_facts(self, org_ids: Sequence[str]) -> dict[str, OrgHome]:
+        """Each org's Home section as stored now (and its reserved capacity ending within 48 h)."""
+        now = self._clock()
+        wanted = [org for org in (self._program.org(o) for o in org_ids) if org is not None]
+        ids = [org.id for org in wanted]
+        if not ids:
+            return {}
+        clusters: dict[str, list[ClusterLine]] = defaultdict(list)
+        alerts: dict[str, Counter[str]] = defaultdict(Counter)
+        idle: dict[str, list[IdleLine]] = defaultdict(list)
+        held: dict[str, dict[str, int]] = {}
+        async with self._db.session() as session:
+            for seen in await crud.clusters_seen(session):
+                if seen.org_id in set(ids):
+                    instances = tuple(sorted((t, n) for t, n in (seen.instances or {}).items() if n))
+                    clusters[seen.org_id].append(
+                        ClusterLine(
+                            seen.backend, seen.name, seen.status, seen.nodes_healthy, seen.nodes_total, instances
+                        )
+                    )
+            for episode in await crud.open_episodes(session):
+                alerts[episode.org_id][episode.kind] += 1
+                if episode.kind == IDLE_KIND:
+                    idle[episode.org_id].append(
+                        idle_line(
+                            cluster_name=episode.cluster_name,
+                            instance_type=episode.instance_type,
+                            node_ids=episode.node_ids or [],
+                            since=episode.failing_since or episode.opened_at,
+                        )
+                    )
+            incidents = Counter(r.org_id for r in await tracking.open_incidents(session, org_ids=ids, at=now))
+            for org in wanted:
+                if org.quota:
+                    held[org.id] = await tracking.held_now(session, org_id=org.id)
+        reserved = await self._reserved(ids, now)
+        return {
+            org.id: OrgHome(
+                org_id=org.id,
+                name=org.name,
+                channel=org.channel,
+                clusters=tuple(sorted(clusters[org.id], key=lambda c: (c.name, c.backend))),
+                alerts=dict(alerts[org.id]),
+                incidents=incidents[org.id],
+                quota=quota_lines(held.get(org.id, {}), org.quota),
+                ending=reserved.get(org.id, ((), None))[0],
+                capacity_error=reserved.get(org.id, ((), None))[1],
+                idle=tuple(sorted(idle[org.id], key=lambda i: i.cluster_name)),
+            )
+            for org in wanted
+        }
+
+    async def _reserved(
+        self, org_ids: Iterable[str], now: datetime
+    ) -> dict[str, tuple[tuple[Reservation, ...], str | None]]:
+        capacity = self._capacity
+        if capacity is None:
+            return {}
+
+        async def one(org_id: str) -> tuple[str, tuple[tuple[Reservation, ...], str | None]]:
+            try:
+                found = await asyncio.wait_for(capacity.reservations(org_id), self._capacity_timeout)
+            except Exception as error:  # AWS down, slow or refusing: the Home says so in one line
+                log.warning("Home: reserved capacity of %s: %s", org_id, describe_error(error))
+                return org_id, ((), describe_error(error) or "unreadable")
+            return org_id, (ending_soon(found, now=now), None)
+
+        return dict(await asyncio.gather(*(one(o) for o in org_ids)))
+
+    async def _digest_link(self) -> tuple[str | None, str | None]:
+        """The last digest posted in the coordination channel: its link and week."""
+        channel = self._program.coordination_channel
+        try:
+            async with self._db.session() as session:
+                runs = await tracking.digest_runs(session)
+        except Exception:
+            log.exception("Home: reading the digest runs failed")
+            return None, None
+        posted = [r for r in runs if r.status == DigestRunStatus.POSTED.value and r.message_ts]
+        mine = [r for r in posted if r.channel == channel] or posted
+        if not mine:
+            return None, None
+        last = max(mine, key=lambda r: (r.posted_at or r.claimed_at, r.id or 0))
+        key = (last.channel, last.message_ts or "")
+        if key not in self._links:
+            try:
+                answer = await self._poster.client.chat_getPermalink(channel=key[0], message_ts=key[1])
+                if answer.get("permalink"):
+                    self._links[key] = str(answer["permalink"])
+            except Exception as error:
+                log.warning("Home: no permalink for the digest %s: %s", last.week, describe_error(error))
+        return self._links.get(key), last.week
+
+    async def open_alerts(self, org_id: str) -> list[AlertLine]:
+        """The org's open alerts, oldest first, each with a link to its message where Slack gives one."""
+        async with self._db.session() as session:
+            rows = await crud.open_episodes(session, org_id=org_id)
+        lines = []
+        for row in rows[:100]:
+            link = None
+            if row.channel_id and row.message_ts:
+                key = (row.channel_id, row.message_ts)
+                if key not in self._links:
+                    try:
+                        answer = await self._poster.client.chat_getPermalink(channel=key[0], message_ts=key[1])
+                        if answer.get("permalink"):
+                            self._links[key] = str(answer["permalink"])
+                    except Exception as error:
+                        log.warning("Home: no permalink for alert %s: %s", row.id, describe_error(error))
+                link = self._links.get(key)
+            lines.append(
+                AlertLine(
+                    id=row.id or 0,
+                    kind=row.kind,
+                    cluster_name=row.cluster_name,
+                    node_key=row.node_key,
+                    status=row.status,
+                    since=row.failing_since or row.opened_at,
+                    acknowledged=row.acked_by is not None,
+                    link=link,
+                )
+            )
+        return lines
+
+    @property
+    def tz(self) -> ZoneInfo:
+        return self._tz
