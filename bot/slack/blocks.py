@@ -15,6 +15,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from bot import audit_view
+from bot.clusters import console
 from bot.clusters.fleet import OrgClusters
 from bot.clusters.model import Backend, Cluster, Health, Node, Phase
 from bot.clusters.plans import LaunchPlan, ScalePlan
@@ -207,7 +208,10 @@ def cluster_list(
     return Reply(text="\n".join(fallback), blocks=blocks, public=public)
 
 
-def cluster_status(cluster: Cluster, *, org_name: str, tz: ZoneInfo, public: bool = False) -> Reply:
+def cluster_status(
+    cluster: Cluster, *, org_name: str, tz: ZoneInfo, public: bool = False, region: str | None = None
+) -> Reply:
+    """A cluster's status; with its org's `region`, links to its (and its unhealthy nodes') console pages."""
     fields = [
         f"*Org*\n{escape(org_name)} (`{cluster.org}`)",
         f"*Backend*\n{cluster.backend.label}",
@@ -226,6 +230,9 @@ def cluster_status(cluster: Cluster, *, org_name: str, tz: ZoneInfo, public: boo
         header(f"{cluster.ref}"),
         section(f"{cluster_icon(cluster)} *{cluster.name}*", fields=fields),
     ]
+    if region:
+        link = console.cluster_url(cluster.backend, region, cluster.name)
+        blocks.append(context(f":link: <{link}|{escape(cluster.name)} in the AWS console>"))
     if cluster.failure_message:
         blocks.append(section(f":rotating_light: *Failure:* {escape(cluster.failure_message)}"))
     group_lines = []
@@ -242,17 +249,24 @@ def cluster_status(cluster: Cluster, *, org_name: str, tz: ZoneInfo, public: boo
     blocks.append(divider())
     blocks += sections(group_lines or ["_no instance groups_"])
     if cluster.unhealthy:
-        blocks += sections(["*Unhealthy nodes*", *(_node_line(node, tz) for node in cluster.unhealthy[:20])])
+        urls = {
+            node.node_id: console.node_url(cluster.backend, region, cluster.name, node.node_id)
+            for node in cluster.unhealthy[:20]
+            if region and cluster.backend is Backend.PCLUSTER  # a HyperPod node's page is its cluster's
+        }
+        lines = (_node_line(node, tz, url=urls.get(node.node_id)) for node in cluster.unhealthy[:20])
+        blocks += sections(["*Unhealthy nodes*", *lines])
     if cluster.note:
         blocks.append(context(cluster.note))
     text = f"{cluster.ref} ({cluster.backend.label}): {cluster.status}, {_health_text(cluster)}".replace("*", "")
     return Reply(text=text, blocks=fit(blocks, overflow="{hidden} more blocks: see /cluster nodes"), public=public)
 
 
-def _node_line(node: Node, tz: ZoneInfo) -> str:
+def _node_line(node: Node, tz: ZoneInfo, *, url: str | None = None) -> str:
     message = f" — {escape(node.message)}" if node.message else ""
+    shown = f"<{url}|{escape(node.node_id)}>" if url else f"`{node.node_id}`"
     return (
-        f"{_HEALTH_ICON[node.health]} `{node.node_id}` · {escape(node.group)} · {node.instance_type} · "
+        f"{_HEALTH_ICON[node.health]} {shown} · {escape(node.group)} · {node.instance_type} · "
         f"*{node.status}* · launched {when(node.launch_time, tz)}{message}"
     )
 
