@@ -115,7 +115,9 @@ async def _one_cluster(call: Call, parsed: ClusterStatus | ClusterNodes) -> Answ
     cluster = found
     names, tz = services.org_names, services.tz
     if isinstance(parsed, ClusterStatus):
-        reply = blocks.cluster_status(cluster, org_name=names[cluster.org], tz=tz, public=parsed.public)
+        org = services.program.org(cluster.org)
+        region = org.aws.region if org else None  # the console links' region
+        reply = blocks.cluster_status(cluster, org_name=names[cluster.org], tz=tz, public=parsed.public, region=region)
     else:
         reply = blocks.cluster_nodes(cluster, tz=tz, failed_only=parsed.failed_only, public=parsed.public)
     return Answer(reply, org_id=cluster.org)
