@@ -245,11 +245,13 @@ async def test_silence_holds_a_throughput_alert_of_the_cluster_lists_it_and_unsi
     assert sorted(unsilences) == sorted([(BOB, "refused"), (ALICE, "done"), (ALICE, "done")])
 
 
-async def test_a_held_back_slowdown_that_becomes_a_hang_after_unsilence_is_posted(
-    world: Sandbox, seeded_aws: SeededAws
+@pytest.mark.parametrize("unsilence", [True, False])
+async def test_a_held_back_slowdown_that_becomes_a_hang_is_told(
+    world: Sandbox, seeded_aws: SeededAws, unsilence: bool
 ) -> None:
     """Seen in the sandbox: a slowdown held back by a silence, then Unsilence, then the job hung: the episode
-    turned into a stall with no message anywhere (not in the channel, not in the silence's thread)."""
+    turned into a stall with no message anywhere (not in the channel, not in the silence's thread). Under a
+    silence still on, the hang is one more line in its thread; after Unsilence, an alert of its own."""
     services = world.pitcrew.services
     node = running_workers(seeded_aws)[0]
     set_hyperpod_node_status(ACCOUNT, REGION, TRAIN, node, "Failure", XID)
@@ -267,10 +269,11 @@ async def test_a_held_back_slowdown_that_becomes_a_hang_after_unsilence_is_poste
     await services.drain()
     (held,) = [m for m in thread(world, alert) if "Held back" in m.text]
     assert "slowdown" in held.text
-    await world.slack.click(user_id=ALICE, message=silence_message, action_id="alert_unsilence")
-    await world.slack.wait_for(
-        lambda m: m.ts == silence_message.ts and "ended by <@U0ALICE01>" in m.text, timeout=CLUSTER_ALERT_WAIT
-    )
+    if unsilence:
+        await world.slack.click(user_id=ALICE, message=silence_message, action_id="alert_unsilence")
+        await world.slack.wait_for(
+            lambda m: m.ts == silence_message.ts and "ended by <@U0ALICE01>" in m.text, timeout=CLUSTER_ALERT_WAIT
+        )
     coordination_before = len(world.slack.channel_messages(COORDINATION))
 
     desk = services.throughput._desk
@@ -279,8 +282,13 @@ async def test_a_held_back_slowdown_that_becomes_a_hang_after_unsilence_is_poste
     await services.throughput.check()
     await services.drain()
     posted = [m for m in world.slack.channel_messages(KUMO) if "Training stalled" in m.text and not m.thread_ts]
-    assert len(posted) == 1, "once the silence has ended, the hang it became is alerted"
-    assert len(world.slack.channel_messages(COORDINATION)) == coordination_before + 1
+    if unsilence:
+        assert len(posted) == 1, "once the silence has ended, the hang it became is alerted"
+        assert len(world.slack.channel_messages(COORDINATION)) == coordination_before + 1
+    else:
+        assert not posted and len(world.slack.channel_messages(COORDINATION)) == coordination_before
+        lines = [m.text for m in thread(world, alert) if "Held back" in m.text]
+        assert len(lines) == 2 and "slowdown" in lines[0] and "stall" in lines[1], lines
 
 
 async def test_a_recovered_stall_shows_the_rate_it_recovered_to(world: Sandbox) -> None:
