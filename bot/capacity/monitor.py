@@ -93,10 +93,13 @@ class CapacityMonitor:
         for row in rows:
             current = live.get(row.cluster_name)
             ends = row.failing_since
-            gone = current is None or current.end is None or (ends is not None and now >= ends)
-            if not gone:
+            if current is None or ends is None or now >= ends:
+                status = capacity_kind.ENDED  # ended (or gone from AWS's answer: expired, cancelled)
+            elif current.end is None or abs((current.end - ends).total_seconds()) > 1:
+                status = capacity_kind.EXTENDED  # its end moved: a notice of the new end follows when due
+            else:
                 continue
-            if await self.desk.close(row, {"closed_at": now, "updated_at": now, "status": capacity_kind.ENDED}):
+            if await self.desk.close(row, {"closed_at": now, "updated_at": now, "status": status}):
                 await self.desk.refresh(row)
                 closed += 1
         return posted, closed

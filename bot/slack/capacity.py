@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from bot.alerts.kinds import capacity as capacity_kind
 from bot.capacity.model import SOURCE_LABELS, Reservation
 from bot.capacity.notices import Details, read_details
 from bot.capacity.service import OrgReservations
@@ -108,6 +109,9 @@ def capacity_alert(
     if is_open:
         title = f"Reserved capacity ends {LEVEL_WORDS.get(episode.status, 'soon')}: {what}"
         lead = f":hourglass_flowing_sand: *{title}*"
+    elif episode.status == capacity_kind.EXTENDED:
+        title = f"Reserved capacity no longer ends {when(ends, tz)}: {what}"
+        lead = f":arrows_counterclockwise: *{title}* (its end moved; see `/cluster capacity`)"
     else:
         title = f"Reserved capacity ended: {what}"
         lead = f":white_circle: *{title}*"
@@ -150,6 +154,10 @@ def capacity_coordination_line(episode: Any, *, channel: str, tz: ZoneInfo) -> R
     if episode.state == "open":
         taken = f"takes {details.nodes} nodes" if details.clusters else "no known cluster on it"
         text = f":hourglass_flowing_sand: {ref}: {what} ends {when(episode.failing_since, tz)} · {taken} · <#{channel}>"
+    elif episode.status == capacity_kind.EXTENDED:
+        text = (
+            f":arrows_counterclockwise: {ref}: {what} no longer ends {when(episode.failing_since, tz)} · <#{channel}>"
+        )
     else:
         text = f":white_circle: {ref}: {what} ended · <#{channel}>"
     return Reply(text=text.replace("`", ""), blocks=[section(text)], public=True)

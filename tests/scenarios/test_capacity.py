@@ -297,3 +297,33 @@ async def test_an_org_aws_cannot_answer_for_is_said_and_the_others_listed(
     results = {r.org_id: r for r in await service.many(["kumo-labs", "sakura-ai"])}
     assert results["kumo-labs"].error is None and results["kumo-labs"].reservations
     assert results["sakura-ai"].error and results["sakura-ai"].reservations == ()
+
+
+async def test_a_reservation_extended_after_its_notice_is_told_again_for_its_new_end(
+    sandbox: Sandbox, seeded_aws: SeededAws
+) -> None:
+    block = seeded(seeded_aws, "capacity_block")
+    services = sandbox.pitcrew.services
+    assert services.capacity is not None
+    now = [block.end - timedelta(hours=20)]
+    desk = AlertDesk(
+        db=services.db, poster=services.poster, program=services.program, presenter=SlackAlerts(), clock=lambda: now[0]
+    )
+    monitor = CapacityMonitor(desk=desk, capacity=services.capacity, clock=lambda: now[0])
+    held = ec2_backends[block.account_id][block.region].__dict__["_pitcrew_capacity_reservations"][block.id]
+    try:
+        assert (await monitor.check()).posted == 1
+        held["EndDate"] = block.end + timedelta(days=3)  # extended (a Capacity Block extension)
+        services.capacity.forget()
+        report = await monitor.check()
+        assert (report.posted, report.closed) == (0, 1), "the old end's notice closed; the new end is days away"
+        (old,) = notices(sandbox, KUMO)
+        assert f"Reserved capacity no longer ends {shown(block.end)}" in old.text
+        now[0] = block.end + timedelta(days=3) - timedelta(hours=1)
+        services.capacity.forget()
+        assert (await monitor.check()).posted == 1
+        latest = notices(sandbox, KUMO)[-1]
+        assert "in less than 2 hours" in latest.text and shown(block.end + timedelta(days=3)) in body(latest)
+    finally:
+        held["EndDate"] = block.end
+        services.capacity.forget()

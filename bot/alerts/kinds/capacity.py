@@ -18,6 +18,7 @@ from storage.models import Episode
 NAME = "capacity"
 SOURCE = "capacity"  # Episode.backend: a reservation is no cluster's backend
 ENDED = "ended"  # Episode.status of a closed one: the capacity is gone
+EXTENDED = "extended"  # Episode.status of a closed one whose reservation's end moved (a notice of the new end follows)
 
 
 @dataclass(frozen=True)
