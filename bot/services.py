@@ -23,6 +23,7 @@ from bot.clusters.templates import TemplateSet
 from bot.config import ProgramConfig, Settings
 from bot.digest.ledger import cluster_seen_rows
 from bot.digest.weekly import WeeklyDigest
+from bot.home.tab import HomeTab
 from bot.metrics import Metrics
 from bot.monitor.idle import IdleMonitor
 from bot.monitor.jobs import ThroughputMonitor
@@ -58,6 +59,7 @@ class Services:
     capacity: CapacityService | None = None  # reserved capacity per org (/cluster capacity, plans, Home)
     idle: IdleMonitor | None = None  # idle-accelerator notices (told each sweep's listings)
     escalation: Escalation | None = None  # unacknowledged alerts posted again (run by the scheduler)
+    home: HomeTab | None = None  # the App Home tab: published on app_home_opened, refreshed after changes
     clock: Callable[[], datetime] = utcnow
     metrics: Metrics = field(default_factory=Metrics)  # GET /metrics; build_services passes the one it wired
     _background: set[asyncio.Task[None]] = field(default_factory=set)
