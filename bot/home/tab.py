@@ -21,6 +21,7 @@ from zoneinfo import ZoneInfo
 from bot.access import AccessPolicy
 from bot.capacity.model import Reservation
 from bot.clusters.fleet import describe_error
+from bot.clusters.model import Cluster
 from bot.config import ProgramConfig
 from bot.home.facts import (
     AlertLine,
@@ -317,3 +318,21 @@ class HomeTab:
     @property
     def tz(self) -> ZoneInfo:
         return self._tz
+
+
+class SweepWatch:
+    """Told each sweep's listings (bot.monitor.idle.UsageObservers, after the usage ledger wrote them): an org
+    whose clusters' health or sizes differ from the last sweep's changed its Home."""
+
+    def __init__(self, *, home: HomeTab) -> None:
+        self._home = home
+        self._last: dict[str, frozenset[tuple[str, str, str, int, int]]] = {}
+
+    async def observe(self, org_id: str, clusters: Sequence[Cluster]) -> int:
+        shape = frozenset((c.backend.value, c.name, c.status, c.healthy, len(c.nodes)) for c in clusters)
+        if self._last.get(org_id) != shape:
+            first = org_id not in self._last
+            self._last[org_id] = shape
+            if not first:
+                self._home.changed(org_id)
+        return 0
