@@ -2,10 +2,11 @@
 
 from slack_bolt.async_app import AsyncApp
 
-from handlers import actions, commands, views
+from handlers import actions, commands, events, views
 
 
 def register_listeners(app: AsyncApp) -> None:
     commands.register(app)
     actions.register(app)
     views.register(app)
+    events.register(app)
