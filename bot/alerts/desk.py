@@ -103,7 +103,9 @@ class AlertDesk:
         clusters: ClusterReader | None = None,
         kinds: Mapping[str, AlertKind] = KINDS,
         clock: Callable[[], datetime] = utcnow,
+        on_change: Callable[[str | None], None] | None = None,
     ) -> None:
+        self.on_change = on_change  # told an org's alerts opened or closed (the Home tab refreshes)
         self.db = db
         self.poster = poster
         self.program = program
@@ -138,7 +140,10 @@ class AlertDesk:
                 cluster_name=episode.cluster_name,
                 node_key=episode.node_key,
             )
-            return await crud.add_episode(session, episode=episode)
+            stored = await crud.add_episode(session, episode=episode)
+        if stored is not None and self.on_change is not None:
+            self.on_change(episode.org_id)
+        return stored
 
     async def close(self, row: Episode, values: dict[str, object]) -> bool:
         """Close an open episode with `values`; True only for the caller that closed it (another replica, or
@@ -146,6 +151,8 @@ class AlertDesk:
         async with self.db.session() as session:
             if not await crud.close_episode(session, episode_id=row.id or 0, values=values):
                 return False
+        if self.on_change is not None:
+            self.on_change(row.org_id)
         for key, value in {"state": "closed", **values}.items():
             setattr(row, key, value)
         return True
@@ -349,6 +356,8 @@ class AlertDesk:
                 "follows": follows,
             },
         )
+        if self.on_change is not None:
+            self.on_change(row.org_id)
         await self.announce([row], silence=silence, cluster=cluster)
         if old_ts and not was_silenced and not row.silenced and row.message_ts and row.message_ts != old_ts:
             link = await self.permalink(row.channel_id, row.message_ts)
