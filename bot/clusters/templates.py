@@ -101,8 +101,9 @@ class TemplateError(Exception):
 class ParameterError(ValueError):
     """A launch parameter that cannot be used; the message is one sentence meant for the person who typed it."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, field: str | None = None) -> None:
         self.message = message
+        self.field = field  # the parameter it is about (the launch form shows the message under it), if one
         super().__init__(message)
 
 
@@ -143,29 +144,29 @@ class Parameter(_Strict):
     def check_int(self, name: str, value: int) -> int:
         low, high = self.min if self.min is not None else 0, self.max if self.max is not None else value
         if not low <= value <= high:
-            raise ParameterError(f"{name} must be between {low} and {high}; got {value}.")
+            raise ParameterError(f"{name} must be between {low} and {high}; got {value}.", field=name)
         return value
 
     def convert(self, name: str, raw: str) -> int | str:
         text = raw.strip()
         if not text:
-            raise ParameterError(f"{name} is empty; give {self.hint()}.")
+            raise ParameterError(f"{name} is empty; give {self.hint()}.", field=name)
         if self.type == "int":
             if not re.fullmatch(r"[+-]?[0-9]+", text):
-                raise ParameterError(f"{name} must be {self.hint()}; got {_show(raw)}.")
+                raise ParameterError(f"{name} must be {self.hint()}; got {_show(raw)}.", field=name)
             if len(text.lstrip("+-")) > _BIG_INT_DIGITS:
-                raise ParameterError(f"{name} must be {self.hint()}; got {_show(raw)}.")
+                raise ParameterError(f"{name} must be {self.hint()}; got {_show(raw)}.", field=name)
             return self.check_int(name, int(text))
         if self.type == "enum":
             for choice in self.choices or ():
                 if text.lower() == choice.lower():
                     return choice
-            raise ParameterError(f"{name} must be {self.hint()}; got {_show(raw)}.")
+            raise ParameterError(f"{name} must be {self.hint()}; got {_show(raw)}.", field=name)
         if self.max_length is not None and len(text) > self.max_length:
-            raise ParameterError(f"{name} must be at most {self.max_length} characters; got {len(text)}.")
+            raise ParameterError(f"{name} must be at most {self.max_length} characters; got {len(text)}.", field=name)
         if self.pattern is not None and not re.fullmatch(self.pattern, text):
             example = f"look like {self.example} (pattern {self.pattern})" if self.example else f"match {self.pattern}"
-            raise ParameterError(f"{name} must {example}; got {_show(raw)}.")
+            raise ParameterError(f"{name} must {example}; got {_show(raw)}.", field=name)
         return text
 
 
@@ -250,10 +251,10 @@ class Template(_Strict):
                 known = ", ".join(self.parameters)
                 raise ParameterError(f"{self.id} has no parameter {_show(raw_name)}; its parameters are {known}.")
             if name in supplied:
-                raise ParameterError(f"{name} is given twice; give it once.")
+                raise ParameterError(f"{name} is given twice; give it once.", field=name)
             supplied[name] = value
         if count is not None and COUNT in supplied:
-            raise ParameterError(f"{COUNT} is given twice (--count and --param {COUNT}); give it once.")
+            raise ParameterError(f"{COUNT} is given twice (--count and --param {COUNT}); give it once.", field=COUNT)
         values: dict[str, Any] = {}
         for name, spec in self.parameters.items():
             if name == COUNT and count is not None:
@@ -265,7 +266,12 @@ class Template(_Strict):
             elif spec.default is not None:
                 values[name] = spec.default
             elif spec.required:
-                raise ParameterError(f"{name} is required: {spec.description.rstrip('.')}; give {spec.hint()}.")
+                raise ParameterError(
+                    f"{name} is required: {spec.description.rstrip('.')}. Give {spec.hint()} with "
+                    f"`--param {name}=VALUE`, or set it once for the org in the program file "
+                    f"(orgs[].launch.{name}).",
+                    field=name,
+                )
             else:
                 values[name] = None
         self._check_combinations(values)
@@ -276,12 +282,39 @@ class Template(_Strict):
             declared = first in self.parameters and second in self.parameters
             if declared and (values.get(first) is None) != (values.get(second) is None):
                 missing = first if values.get(first) is None else second
-                raise ParameterError(f"{missing} is missing: {first} and {second} are given together or not at all.")
+                raise ParameterError(
+                    f"{missing} is missing: {first} and {second} are given together or not at all.", field=missing
+                )
         if values.get("capacity_type") == "CAPACITY_BLOCK" and not values.get("capacity_reservation_id"):
             raise ParameterError(
                 "capacity_reservation_id is required when capacity_type is CAPACITY_BLOCK "
-                "(give the Capacity Block's cr- id)."
+                "(give the Capacity Block's cr- id).",
+                field="capacity_reservation_id",
             )
+
+    def with_defaults(
+        self, given: Mapping[str, str], defaults: Mapping[str, str | int], *, count: int | None = None
+    ) -> dict[str, str]:
+        """`given` (`--param`, or the launch form's fields) completed with the org's launch defaults
+        (`orgs[].launch`) for the parameters this template declares and `given` leaves out; what `resolve`
+        takes. A default this template cannot use is refused here, saying it comes from the program file."""
+        named = {raw.strip().replace("-", "_") for raw in given}
+        merged = dict(given)
+        for name, value in defaults.items():
+            spec = self.parameters.get(name)
+            if spec is None or name in named or (name == COUNT and count is not None):
+                continue
+            text = str(value)
+            try:
+                spec.convert(name, text)
+            except ParameterError as error:
+                raise ParameterError(
+                    f"The org's launch default {name} (orgs[].launch.{name} in the program file) cannot be used: "
+                    f"{error.message} Give `--param {name}=VALUE`, or ask a program admin to fix the program file.",
+                    field=name,
+                ) from None
+            merged[name] = text
+        return merged
 
     def instances(self, params: Mapping[str, Any]) -> dict[str, int]:
         """Instances requested per instance type, controller and head node included (for quota checks)."""
@@ -670,6 +703,34 @@ def load_templates(folder: Path) -> TemplateSet:
     if problems or prices is None:
         raise TemplateError(problems)
     return TemplateSet(templates=tuple(sorted(templates, key=lambda t: t.id)), prices=prices)
+
+
+# ---------------------------------------------------------------- launch defaults (orgs[].launch)
+
+
+def check_launch_defaults(templates: TemplateSet, defaults: Mapping[str, str | int]) -> list[str]:
+    """What is wrong with an org's launch defaults, each as `launch.NAME: message`: a name no template declares
+    (with a did-you-mean), or a value a template declaring it would refuse. Empty when all can be used."""
+    from bot.names import did_you_mean  # bot.names reaches bot.slack; only check-config needs it
+
+    declared: dict[str, list[Template]] = {}
+    for template in templates:
+        for name in template.parameters:
+            declared.setdefault(name, []).append(template)
+    problems: list[str] = []
+    for name, value in defaults.items():
+        users = declared.get(name)
+        if not users:
+            hint = did_you_mean(name, declared) or " The templates' parameters are " + ", ".join(sorted(declared)) + "."
+            problems.append(f"launch.{name}: no template has a parameter {name!r}.{hint}")
+            continue
+        for template in users:
+            try:
+                template.parameters[name].convert(name, str(value))
+            except ParameterError as error:
+                problems.append(f"launch.{name}: {error.message} (template {template.id})")
+                break
+    return problems
 
 
 # ---------------------------------------------------------------- names, cost

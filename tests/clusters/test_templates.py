@@ -25,6 +25,7 @@ from bot.clusters.templates import (
     Template,
     TemplateError,
     TemplateSet,
+    check_launch_defaults,
     estimated_cost,
     load_templates,
     render_hyperpod_request,
@@ -432,12 +433,52 @@ def test_resolve_refuses_with_one_sentence(
 
 
 def test_resolve_requires_what_has_no_default(shipped: TemplateSet) -> None:
-    with pytest.raises(
-        ParameterError, match=r"^subnet_id is required: .*; give a value like subnet-0123456789abcdef0\."
-    ):
+    with pytest.raises(ParameterError) as caught:
         template(shipped, "pcluster-trn1").resolve({})
+    assert caught.value.message.startswith("subnet_id is required: ")
+    # Which parameter, what it takes, and both ways to give it.
+    assert "Give a value like subnet-0123456789abcdef0 with `--param subnet_id=VALUE`" in caught.value.message
+    assert "in the program file (orgs[].launch.subnet_id)" in caught.value.message
+    assert caught.value.field == "subnet_id"
     with pytest.raises(ParameterError, match=r"^execution_role_arn is required"):
         template(shipped, "hyperpod-p5").resolve({"lifecycle_s3_uri": LIFECYCLE})
+
+
+ROLE = "arn:aws:iam::111111111111:role/SageMakerHyperPodExecutionRole"
+
+
+def test_launch_defaults_fill_what_is_not_given_and_param_overrides(shipped: TemplateSet) -> None:
+    hyperpod = template(shipped, "hyperpod-p5")
+    defaults = {"execution_role_arn": ROLE, "lifecycle_s3_uri": LIFECYCLE, "count": 8, "os": "ubuntu2204"}
+    params = hyperpod.resolve(hyperpod.with_defaults({}, defaults))
+    assert (params["execution_role_arn"], params["lifecycle_s3_uri"], params["count"]) == (ROLE, LIFECYCLE, 8)
+    assert "os" not in params  # a default of another template's parameter is not this one's
+    other = "s3://sagemaker-other/x/"
+    given = hyperpod.with_defaults({"lifecycle-s3-uri": other}, defaults, count=16)
+    params = hyperpod.resolve(given, count=16)  # --count and --param win over the defaults
+    assert (params["lifecycle_s3_uri"], params["count"]) == (other, 16)
+
+
+def test_a_launch_default_a_template_refuses_says_it_comes_from_the_program_file(shipped: TemplateSet) -> None:
+    with pytest.raises(ParameterError) as caught:
+        template(shipped, "hyperpod-p5").with_defaults({}, {"subnet_id": "subnet-nope"})
+    assert caught.value.field == "subnet_id"
+    assert "orgs[].launch.subnet_id in the program file" in caught.value.message
+    assert "`--param subnet_id=VALUE`" in caught.value.message
+    # Given on the command line, the bad default is not used, so not refused.
+    assert template(shipped, "hyperpod-p5").with_defaults({"subnet_id": SUBNET}, {"subnet_id": "subnet-nope"})
+
+
+def test_check_launch_defaults_names_unknown_parameters_with_a_did_you_mean(shipped: TemplateSet) -> None:
+    assert check_launch_defaults(shipped, {"subnet_id": SUBNET, "execution_role_arn": ROLE, "count": 4}) == []
+    (problem,) = check_launch_defaults(shipped, {"subnet_idd": SUBNET})
+    assert problem == "launch.subnet_idd: no template has a parameter 'subnet_idd'. Did you mean `subnet_id`?"
+    (problem,) = check_launch_defaults(shipped, {"colour": "red"})
+    assert problem.startswith("launch.colour: no template has a parameter 'colour'. The templates' parameters are ")
+    (problem,) = check_launch_defaults(shipped, {"os": "windows"})
+    assert problem.startswith("launch.os: os must be one of ") and problem.endswith("(template pcluster-p5-efa)")
+    (problem,) = check_launch_defaults(shipped, {"count": 100000})
+    assert problem.startswith("launch.count: count must be between 1 and ")
 
 
 def test_hyperpod_lifecycle_scripts_must_live_in_a_sagemaker_bucket(shipped: TemplateSet) -> None:
