@@ -132,6 +132,7 @@ class Operations:
     first_poll: float = 2.0
     max_poll: float = 30.0
     plan_ttl: timedelta = PLAN_TTL
+    on_change: Callable[[str | None], None] | None = None  # told the org when a change finishes (Home)
     _watchers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
 
     async def propose(
@@ -429,6 +430,8 @@ class Operations:
             detail=f"{detail}{rid}{started}",
         )
         await self._show(operation, f"Done: {detail}" if done else f"Failed: {blocks.escape(detail)}")
+        if self.on_change is not None:
+            self.on_change(operation.org_id)
 
     async def resume(self) -> int:
         """Watch again what was running when the bot stopped; never start it again."""
