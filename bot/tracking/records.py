@@ -88,7 +88,15 @@ class TrackView:
 
 
 class RecordBook:
-    def __init__(self, *, db: Database, program: ProgramConfig, clock: Callable[[], datetime] = utcnow) -> None:
+    def __init__(
+        self,
+        *,
+        db: Database,
+        program: ProgramConfig,
+        clock: Callable[[], datetime] = utcnow,
+        on_change: Callable[[str | None], None] | None = None,
+    ) -> None:
+        self.on_change = on_change  # told the org when a record is added or resolved (the Home tab refreshes)
         self._db = db
         self._program = program
         self.clock = clock
@@ -112,6 +120,8 @@ class RecordBook:
         )
         async with self._db.session() as session:
             stored, new = await tracking.add_record(session, record=row)
+        if new and self.on_change is not None:
+            self.on_change(org_id)
         return record_fact(stored), new
 
     async def get(self, record_id: int) -> Record | None:
@@ -123,7 +133,10 @@ class RecordBook:
         """(the record as it is now, True if this call resolved it)."""
         async with self._db.session() as session:
             changed = await tracking.resolve_record(session, record_id=record_id, by=user_id, at=self.clock())
-        return await self.get(record_id), changed
+        record = await self.get(record_id)
+        if changed and record is not None and self.on_change is not None:
+            self.on_change(record.org_id)
+        return record, changed
 
     async def require(
         self, *, org_id: str, pairs: Sequence[tuple[str, str]], user_id: str, request_key: str | None
