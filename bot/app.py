@@ -37,6 +37,7 @@ from bot.clusters.templates import load_templates
 from bot.config import ProgramConfig, Settings
 from bot.digest.ledger import UsageLedger
 from bot.digest.weekly import WeeklyDigest
+from bot.home.tab import HomeTab, SweepWatch
 from bot.inbound import Refused, read_slack_request
 from bot.ingest.api import ingest_routes
 from bot.ingest.known_clusters import KnownClusters
@@ -109,12 +110,15 @@ def build_services(
     presenter = SlackAlerts(regions={org.id: org.aws.region for org in program.orgs})  # regions: console links
     desk = AlertDesk(db=db, poster=poster, program=program, presenter=presenter, clusters=fleet)
     capacity = CapacityService(program=program, accounts=accounts, fleet=fleet)
+    home = HomeTab(db=db, program=program, access=access, poster=poster, capacity=capacity)
+    desk.on_change = home.changed  # alerts opening and closing refresh the Home of those who opened it
     holder = default_holder()
     ledger = UsageLedger(db=db, poster=poster, program=program)
     digest = WeeklyDigest(db=db, poster=poster, program=program, holder=holder)
     templates = load_templates(settings.pitcrew_templates)  # validated on start: a bad file stops it
     idle = IdleMonitor(desk=desk, prices=templates.prices)  # told each sweep's listings, after the ledger
-    monitor = NodeMonitor(desk=desk, fleet=fleet, ledger=UsageObservers(ledger, idle), metrics=metrics)
+    observers = UsageObservers(ledger, idle, SweepWatch(home=home))  # the Home last: it reads what the ledger wrote
+    monitor = NodeMonitor(desk=desk, fleet=fleet, ledger=observers, metrics=metrics)
     escalation = Escalation(desk=desk, presenter=presenter)
     # Per-node metrics (the culprit in a job alert, faulty-node alerts): one reader per org that has them.
     readers = {org.id: reader for org in program.orgs if (reader := reader_for(org, accounts)) is not None}
@@ -171,16 +175,18 @@ def build_services(
             access=access,
             tz=ZoneInfo(program.timezone),
             plan_ttl=timedelta(minutes=settings.pitcrew_plan_ttl_minutes),
+            on_change=home.changed,
         ),
         alerts=desk,
         monitor=monitor,
         throughput=throughput,
         digest=digest,
-        records=RecordBook(db=db, program=program),
+        records=RecordBook(db=db, program=program, on_change=home.changed),
         scheduler=scheduler,
         capacity=capacity,
         idle=idle,
         escalation=escalation,
+        home=home,
         metrics=metrics,
     )
 
@@ -299,6 +305,8 @@ async def stop(services: Services) -> None:
     if services.scheduler is not None:
         await services.scheduler.stop()
     await services.operations.close()
+    if services.home is not None:
+        await services.home.aclose()
     await services.drain()
     await services.audit.close()
     await services.poster.aclose()
