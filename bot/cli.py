@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot import resources
-from bot.clusters.templates import TemplateError, TemplateSet, load_templates
+from bot.clusters.templates import TemplateError, TemplateSet, check_launch_defaults, load_templates
 from bot.config import MetricsConfig, ProgramConfig, ProgramFileError, Settings, load_program, summary
 from bot.logs import configure_logging
 
@@ -56,6 +56,18 @@ def example_program() -> int:
 def check_config(settings: Settings, path: str | None) -> int:
     program = _program(settings, path)
     templates = _templates(settings)
+    # The orgs' launch defaults are checked against the templates' parameters (the file alone cannot say).
+    problems = [
+        f"orgs[{index}].{problem}"
+        for index, org in enumerate(program.orgs)
+        for problem in check_launch_defaults(templates, org.launch)
+    ]
+    if problems:
+        source = path or str(settings.pitcrew_config)
+        print(f"{source}: {len(problems)} problem(s)", file=sys.stderr)
+        for problem in problems:
+            print(f"  {problem}", file=sys.stderr)
+        return 1
     print(f"OK: {summary(program)}; {len(templates)} templates ({', '.join(templates.ids)})")
     return 0
 
