@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from bot.capacity.model import LIVE_STATUSES, Reservation
-from bot.clusters.model import Backend, Cluster
+from bot.clusters.model import ORG_TAG, Backend, Cluster
 from bot.clusters.parallelcluster import NAME_TAG, NODE_TYPE_TAG, QUEUE_TAG
 from bot.config import OrgConfig, normalize_instance_type
 
@@ -100,12 +100,19 @@ def _targets(configuration: str | None) -> dict[tuple[str, str], str]:
     return targets
 
 
+def _tagged_org(reservation: dict[str, Any]) -> str | None:
+    """The org a reservation's `pitcrew:org` tag names (where orgs share an account), else None."""
+    return next((t["Value"] for t in reservation.get("Tags", []) if t.get("Key") == ORG_TAG), None)
+
+
 def capacity_reservations(
     org: OrgConfig, ec2: Any, clusters: Sequence[Cluster], configuration: ConfigReader
 ) -> list[Reservation]:
     """The org's live EC2 capacity reservations, each with the ParallelCluster queues whose nodes it holds."""
     found = [
-        r for r in _pages(ec2.describe_capacity_reservations, "CapacityReservations") if r["State"] in LIVE_STATUSES
+        r
+        for r in _pages(ec2.describe_capacity_reservations, "CapacityReservations")
+        if r["State"] in LIVE_STATUSES and _tagged_org(r) in (None, org.id)
     ]
     if not found:
         return []

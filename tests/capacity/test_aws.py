@@ -118,3 +118,16 @@ def test_a_training_plan_lists_the_hyperpod_groups_that_name_it_and_ended_plans_
     assert plan.instance_type == "ml.p5.48xlarge" and plan.total == 32 and plan.status == "Active"
     assert plan.clusters == (("kumo-p5-train", "worker-group-1", 32),)
     assert plan.end is not None and abs((plan.end - (NOW + timedelta(days=1))).total_seconds()) < 1
+
+
+def test_a_reservation_tagged_for_another_org_is_not_listed(seeded_aws: SeededAws, kumo: OrgConfig) -> None:
+    theirs = add_capacity_reservation(
+        ACCOUNT, REGION, instance_type="p5.48xlarge", count=2, availability_zone="us-east-1a", start=None,
+        end=None, capacity_block=False, tags={"pitcrew:org": "sakura-ai"},
+    )  # fmt: skip
+    ours = add_capacity_reservation(
+        ACCOUNT, REGION, instance_type="p5.48xlarge", count=2, availability_zone="us-east-1b", start=None,
+        end=None, capacity_block=False, tags={"pitcrew:org": "kumo-labs"},
+    )  # fmt: skip
+    found = read(seeded_aws, kumo)
+    assert ours in found and theirs not in found
