@@ -146,11 +146,13 @@ class Operations:
         user_id: str,
         channel_id: str,
         template: str = "",
+        operation_id: str | None = None,
     ) -> Operation:
-        """Store a planned change; nothing is asked of AWS until it is confirmed."""
+        """Store a planned change; nothing is asked of AWS until it is confirmed. `operation_id`: the id to
+        store it under (derived from the request by callers that must propose once per request), else new."""
         now = self.clock()
         operation = Operation(
-            id=uuid.uuid4().hex,
+            id=operation_id or uuid.uuid4().hex,
             kind=kind.value,
             org_id=org_id,
             backend=backend.value,
