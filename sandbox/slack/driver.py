@@ -5,6 +5,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import secrets
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -225,6 +226,64 @@ class UserDriver(Workspace):
             urlencode({"payload": json.dumps(payload)}), timestamp=timestamp, signing_secret=None
         )
 
+    async def open_home(self, *, user_id: str, tab: str = "home") -> httpx.Response:
+        """Open the app's Home tab as `user_id`: the `app_home_opened` event Slack sends (Events API, JSON),
+        with the view the user was last shown, if any."""
+        event: dict[str, Any] = {
+            "type": "app_home_opened",
+            "user": user_id,
+            "channel": self._dm_id(user_id),
+            "tab": tab,
+            "event_ts": self._next_ts(),
+        }
+        if user_id in self.home_views:
+            event["view"] = self.home_views[user_id]
+        envelope = {
+            "token": VERIFICATION_TOKEN,
+            "team_id": self.team_id,
+            "api_app_id": API_APP_ID,
+            "event": event,
+            "type": "event_callback",
+            "event_id": f"Ev{secrets.token_hex(5).upper()}",
+            "event_time": int(self.clock()),
+            "authorizations": [{"team_id": self.team_id, "user_id": self.bot_user_id, "is_bot": True}],
+        }
+        return await self._deliver(json.dumps(envelope), timestamp=None, signing_secret=None, json_body=True)
+
+    async def click_home(self, *, user_id: str, action_id: str, value: str | None = None) -> httpx.Response:
+        """Click the button `action_id` in `user_id`'s Home view: a `block_actions` from a view container, which
+        (as in Slack) carries no response URL and no channel."""
+        view = self.home_views.get(user_id)
+        found = find_action(view["blocks"], action_id) if view else None
+        if view is None or found is None:
+            raise ValueError(f"no element with action_id={action_id!r} in the Home of {user_id}")
+        block_id, element = found
+        chosen = value if value is not None else element.get("value")
+        action: dict[str, Any] = {
+            "action_id": action_id,
+            "block_id": block_id,
+            "type": element.get("type", "button"),
+            "action_ts": self._next_ts(),
+            "text": element.get("text"),
+        }
+        if chosen is not None:
+            action["value"] = chosen
+        payload: dict[str, Any] = {
+            "type": "block_actions",
+            "user": self._user_ref(user_id),
+            "api_app_id": API_APP_ID,
+            "token": VERIFICATION_TOKEN,
+            "container": {"type": "view", "view_id": view["id"]},
+            "trigger_id": self._trigger_id(user_id),
+            "team": {"id": self.team_id, "domain": TEAM_DOMAIN},
+            "enterprise": None,
+            "is_enterprise_install": False,
+            "view": view,
+            "actions": [action],
+        }
+        body = urlencode({"payload": json.dumps(payload)})
+        return await self._deliver(body, timestamp=None, signing_secret=None)
+
     async def aclose(self) -> None:
         """Close the outgoing HTTP client (also done when the ASGI app shuts down)."""
         client, self._http = self._http, None
@@ -240,7 +299,9 @@ class UserDriver(Workspace):
             self._http_loop = loop
         return self._http
 
-    async def _deliver(self, body: str, *, timestamp: int | None, signing_secret: str | None) -> httpx.Response:
+    async def _deliver(
+        self, body: str, *, timestamp: int | None, signing_secret: str | None, json_body: bool = False
+    ) -> httpx.Response:
         if not self.events_url:
             raise RuntimeError("LocalSlack.events_url is not set; point it at the bot's /slack/events URL")
         headers = signed_headers(
@@ -248,6 +309,8 @@ class UserDriver(Workspace):
             secret=signing_secret if signing_secret is not None else self.signing_secret,
             timestamp=timestamp if timestamp is not None else int(self.clock()),
         )
+        if json_body:  # an Events API delivery
+            headers["Content-Type"] = "application/json"
         started = time.monotonic()
         response = await self._client().post(self.events_url, content=body.encode(), headers=headers)
         elapsed = time.monotonic() - started
