@@ -73,7 +73,7 @@ class HomeTab:
         self._poster = poster
         self._capacity = capacity
         self._clock = clock
-        self._delay = delay
+        self.delay = delay  # seconds; a test may set 0
         self._monotonic = monotonic
         self._sleep = sleep
         self._capacity_timeout = capacity_timeout
@@ -98,7 +98,7 @@ class HomeTab:
         else:
             self._pending.add(org_id)
         if self._due is None:
-            self._due = self._monotonic() + self._delay
+            self._due = self._monotonic() + self.delay
         if self._task is None or self._task.done():
             try:
                 loop = asyncio.get_running_loop()
