@@ -127,7 +127,8 @@ class JobRate:
 @dataclass(frozen=True)
 class IdleSpan:
     """An idle-accelerators episode: `nodes` accelerator nodes of a cluster ran no job from `since` until
-    `until` (None while they still idle)."""
+    `until` (when a job reported again; for an episode still open, when the facts were gathered; None: open,
+    counted to the end of the window)."""
 
     org_id: str
     cluster_name: str

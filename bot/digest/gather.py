@@ -90,14 +90,15 @@ def _stall(row: Episode) -> Stall:
     )
 
 
-def _idle(row: Episode) -> IdleSpan:
+def _idle(row: Episode, now: datetime) -> IdleSpan:
+    """An idle episode still open is idle until now (a digest of the running week counts no future hours)."""
     return IdleSpan(
         org_id=row.org_id,
         cluster_name=row.cluster_name,
         instance_type=row.instance_type,
         nodes=len(row.node_ids),
         since=row.failing_since or row.opened_at,
-        until=row.closed_at,
+        until=row.closed_at or now,
     )
 
 
@@ -205,7 +206,7 @@ async def gather(
             stalls=tuple(_stall(r) for r in of(org.id, stalls)),
             rates=tuple(of(org.id, rates)),
             operations=tuple(_change(r) for r in of(org.id, operations)),
-            idle=tuple(_idle(r) for r in of(org.id, idle)),
+            idle=tuple(_idle(r, now) for r in of(org.id, idle)),
             requirements=tuple(_requirement(r) for r in of(org.id, requirements)),
             clusters_now=tuple(_cluster_now(r) for r in of(org.id, clusters)),
         )

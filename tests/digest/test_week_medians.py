@@ -251,3 +251,11 @@ async def test_the_catch_up_stores_the_week_that_just_ended_once_so_the_posted_d
     built = await digest.build(WEEK)
     assert [(j.job, j.this_week, j.last_week) for j in built.orgs[0].jobs] == [("llama-70b", 100.0, None)]
     assert built == await digest_at(db, LIVE)
+
+
+async def test_a_digest_of_the_running_week_counts_idle_hours_until_now_only(db: Database) -> None:
+    async with db.session() as session:
+        session.add(idle_episode(since=WEEK.start + timedelta(hours=10), nodes=2))
+        await session.commit()
+    digest = await digest_at(db, WEEK.start + timedelta(hours=16))
+    assert digest.orgs[0].idle_hours == {"p5.48xlarge": 2 * 6}
