@@ -5,6 +5,7 @@ accelerator instance-hours the digest reads from kind "idle" episodes."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -259,3 +260,41 @@ async def test_a_digest_of_the_running_week_counts_idle_hours_until_now_only(db:
         await session.commit()
     digest = await digest_at(db, WEEK.start + timedelta(hours=16))
     assert digest.orgs[0].idle_hours == {"p5.48xlarge": 2 * 6}
+
+
+# ------------------------------------------------------------------------------------------------ migration
+
+
+def test_migration_0012_keeps_the_hourly_rollups_and_the_first_digest_stores_their_medians(database_url: str) -> None:
+    """Rollups stored before 0012 are read by the first digest after it (nothing is backfilled: the digest
+    computes and stores the weeks it reads); 0012 goes down and up again."""
+    from alembic import command
+
+    from storage.db import alembic_config, upgrade
+
+    upgrade(database_url, "0011")
+
+    async def before() -> None:
+        db = Database(url=database_url)
+        try:
+            await add_hours(db, {("kumo-labs", "p5-train", "llama-70b", int(BEFORE.hours) + 5): (10, 100.0)})
+        finally:
+            await db.dispose()
+
+    asyncio.run(before())
+    upgrade(database_url)
+
+    async def after() -> None:
+        db = Database(url=database_url)
+        try:
+            assert await stored(db) == []
+            (job,) = (await digest_at(db, LATER)).orgs[0].jobs
+            assert job.this_week == 100.0
+            assert [(r.job, r.samples) for r in await stored(db)] == [("llama-70b", 10)]
+        finally:
+            await db.dispose()
+
+    asyncio.run(after())
+    command.downgrade(alembic_config(database_url), "0011")
+    upgrade(database_url)
+    asyncio.run(after())
