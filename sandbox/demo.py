@@ -8,7 +8,7 @@ import logging
 import time
 import webbrowser
 
-from bot.config import MonitorConfig, ProgramConfig, StallConfig, load_program
+from bot.config import MonitorConfig, OrgConfig, ProgramConfig, StallConfig, load_program
 from bot.slack import blocks
 from sandbox.culprits import SandboxNodeMetrics
 from sandbox.history import seed_sandbox_history
@@ -20,6 +20,9 @@ from sandbox.world import EXAMPLE_PROGRAM, Sandbox, aws_environment, run_sandbox
 log = logging.getLogger("pitcrew.demo")
 SWEEP_SECONDS = 15
 THROUGHPUT_CHECK_SECONDS = 10
+IDLE_ORG, IDLE_CLUSTER = "kumo-labs", "kumo-p5-dev"  # its jobs report, and its dev cluster runs none
+IDLE_AFTER_HOURS = 0.05  # 3 minutes of no job before the idle notice (2 h outside the sandbox)
+ESCALATE_AFTER_MINUTES = 4  # an unacknowledged alert is escalated after 4 minutes (30 outside the sandbox)
 
 
 def welcome(sandbox: Sandbox) -> blocks.Reply:
@@ -45,6 +48,12 @@ def welcome(sandbox: Sandbox) -> blocks.Reply:
         "a minute the throughput alert with its chart appears; *Recover jobs* closes it. "
         "`/cluster throughput kumo-p5-train` shows the rates and a chart",
         _culprit_line(sandbox),
+        f"• *Idle accelerators*: `{IDLE_ORG}/{IDLE_CLUSTER}` runs no job; {IDLE_AFTER_HOURS * 60:g} minutes after the "
+        f"start its notice in #{IDLE_ORG} says what its P5 nodes cost a day (and here in one line), edited as the "
+        "idle time grows",
+        f"• *Escalation*: an alert nobody acknowledges within {ESCALATE_AFTER_MINUTES} minutes (the seeded failed "
+        "nodes' alerts, for one) is posted again here, mentioning its org's operators, with a link to it; "
+        "Acknowledge first and it never is",
         f"• as *{sandbox.slack.users[operator]}* in #{first.id}: `/track show`, `/track doc {first.id}` and "
         f"`/digest preview {first.id}`: three weeks of records, usage and failures are already stored",
         f"• as *{sandbox.slack.users[admin]}*: `/digest preview` (every org), then `/digest send` to post the last "
@@ -76,11 +85,20 @@ def _culprit_line(sandbox: Sandbox) -> str:
 
 def _quick_sandbox(program: ProgramConfig) -> ProgramConfig:
     """Sweep every 15 s, and call a training job stalled after one silent minute (slowed down after one slow
-    minute), so what the newcomer breaks is alerted while they watch."""
+    minute), so what the newcomer breaks is alerted while they watch; the idle cluster told after 3 minutes
+    and unacknowledged alerts escalated after 4."""
+
+    def quick(org: OrgConfig) -> OrgConfig:
+        update: dict[str, float] = {"escalate_after_minutes": ESCALATE_AFTER_MINUTES}
+        if org.id == IDLE_ORG:
+            update["idle_after_hours"] = IDLE_AFTER_HOURS
+        return org.model_copy(update=update)
+
     return program.model_copy(
         update={
             "monitor": MonitorConfig(node_sweep_seconds=SWEEP_SECONDS),
             "stall": StallConfig(stall_after_minutes=1, drop_ratio=0.6, sustain_minutes=1),
+            "orgs": [quick(org) for org in program.orgs],
         }
     )
 
