@@ -57,6 +57,7 @@ CLIENT_CONFIG = Config(retries={"mode": "standard", "max_attempts": 3}, max_pool
 
 # org id -> its clusters: (backend, name, instance type, accelerator nodes). 127 P5, 24 Trn1 in all.
 CURATED_LAYOUT: dict[str, tuple[tuple[Backend, str, str, int], ...]] = {
+    # kumo-p5-dev runs no job (the simulated ones run on kumo-p5-train): the sandbox's idle cluster.
     "kumo-labs": (("hyperpod", "kumo-p5-train", "p5.48xlarge", 32), ("pcluster", "kumo-p5-dev", "p5.48xlarge", 4)),
     "sakura-ai": (("hyperpod", "sakura-trn1-pretrain", "trn1.32xlarge", 16),),
     "fuji-ml": (("pcluster", "fuji-p5-pretrain", "p5.48xlarge", 24),),
