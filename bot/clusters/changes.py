@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
+
+from sqlalchemy.exc import IntegrityError
 
 from bot.access import NOT_A_MEMBER
 from bot.capacity.model import Reservation
@@ -32,7 +35,7 @@ from bot.clusters.requests import (
     StopFleetRequest,
     to_json,
 )
-from bot.clusters.templates import PriceTable, TemplateSet
+from bot.clusters.templates import COUNT, ParameterError, PriceTable, Template, TemplateSet, validate_cluster_name
 from bot.config import ProgramConfig
 from storage.models import Operation, Outcome, utcnow
 
@@ -52,7 +55,14 @@ class NotPlanned(Exception):
     """Why no change was planned. `detail`: what the audit log records, when it is not the message."""
 
     def __init__(
-        self, message: str, *, outcome: Outcome, shown: Shown, org_id: str | None, detail: str | None = None
+        self,
+        message: str,
+        *,
+        outcome: Outcome,
+        shown: Shown,
+        org_id: str | None,
+        detail: str | None = None,
+        field: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -60,6 +70,9 @@ class NotPlanned(Exception):
         self.shown = shown
         self.org_id = org_id
         self.detail = message if detail is None else detail
+        # What the reason is about, for the launch form to show it under its field: "template", "name",
+        # "count" or a template parameter's name; None when it is about none of them.
+        self.field = field
 
 
 class ClusterBusy(Exception):
@@ -74,6 +87,12 @@ class ClusterBusy(Exception):
 class LaunchPlanned:
     plan: LaunchPlan
     operation_id: str | None  # None for a dry run
+    again: bool = False  # the request was proposed before (a retried form submission): nothing new stored
+
+
+def request_operation_id(request_key: str) -> str:
+    """The operation id of the change one request (a launch form's view id) proposes: the same for a retry."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"pitcrew:launch:{request_key}").hex
 
 
 @dataclass(frozen=True)
@@ -105,6 +124,19 @@ class NodesPlanned:
 class DeletePlanned:
     cluster: Cluster
     operation_id: str
+
+
+def _launch_field(
+    template: Template, name: str, given: Mapping[str, str], count: int | None, clusters: Sequence[Cluster]
+) -> str | None:
+    """Which launch form field a refused launch plan is about (bot.clusters.plans says only why)."""
+    if validate_cluster_name(name, template.backend) or any(cluster.name == name for cluster in clusters):
+        return "name"
+    try:
+        template.resolve(given, count=count)
+    except ParameterError as error:
+        return error.field
+    return COUNT  # over quota: fewer nodes is the way out
 
 
 def node_request(cluster: Cluster, node_ids: Sequence[str]) -> NodeRequest:
@@ -202,7 +234,11 @@ class Changes:
         dry_run: bool,
         user_id: str,
         channel_id: str,
+        request_key: str | None = None,
     ) -> LaunchPlanned:
+        """The launch plan of `template_id` for the org: `params` (`--param`) over the org's launch defaults
+        (`orgs[].launch`) over the template's. `request_key`: the request proposing it (the launch form's
+        view id), so that a retried request proposes one change, not two."""
         org = self.program.org(org_id)
         if org is None:  # visible, so in the program: only a program file changed under us gets here
             raise NotPlanned(
@@ -216,7 +252,16 @@ class Changes:
         if template is None:
             known = ", ".join(f"`{t}`" for t in self.templates.ids)
             message = f"There is no template `{template_id}`; the templates are {known}."
-            raise NotPlanned(message, outcome=Outcome.INVALID, shown=Shown.USAGE, org_id=org_id)
+            raise NotPlanned(message, outcome=Outcome.INVALID, shown=Shown.USAGE, org_id=org_id, field="template")
+        try:
+            given = template.with_defaults(params, org.launch, count=count)
+        except ParameterError as error:
+            raise NotPlanned(
+                error.message, outcome=Outcome.INVALID, shown=Shown.USAGE, org_id=org_id, field=error.field
+            ) from None
+        operation_id = request_operation_id(request_key) if request_key and not dry_run else None
+        if operation_id is not None and (earlier := await self.operations.get(operation_id)) is not None:
+            return await self._proposed_before(earlier, template, org_id, name, given, count)
         capabilities = await self.fleet.capabilities(org_id, Backend(template.backend))
         if not capabilities.changes:
             raise NotPlanned(capabilities.why_not, outcome=Outcome.REFUSED, shown=Shown.REFUSAL, org_id=org_id)
@@ -230,7 +275,7 @@ class Changes:
                 template,
                 org=org,
                 name=name,
-                given=dict(params),
+                given=given,
                 count=count,
                 clusters=listing.clusters,
                 prices=self.prices,
@@ -239,22 +284,57 @@ class Changes:
                 tz=ZoneInfo(self.program.timezone),
             )
         except PlanRefused as refused:
+            field = _launch_field(template, name, given, count, listing.clusters)
             if refused.bad_input:
-                raise NotPlanned(str(refused), outcome=Outcome.INVALID, shown=Shown.USAGE, org_id=org_id) from None
-            raise NotPlanned(str(refused), outcome=Outcome.REFUSED, shown=Shown.REFUSAL, org_id=org_id) from None
+                raise NotPlanned(
+                    str(refused), outcome=Outcome.INVALID, shown=Shown.USAGE, org_id=org_id, field=field
+                ) from None
+            raise NotPlanned(
+                str(refused), outcome=Outcome.REFUSED, shown=Shown.REFUSAL, org_id=org_id, field=field
+            ) from None
         if dry_run:
             return LaunchPlanned(plan, None)
-        operation_id = await self.propose(
-            Kind.LAUNCH,
-            org_id=org_id,
-            backend=Backend(template.backend),
-            cluster_name=plan.name,
-            template=template.key,
-            request=plan.launch_request,
-            user_id=user_id,
-            channel_id=channel_id,
+        try:
+            proposed = await self.operations.propose(
+                kind=Kind.LAUNCH,
+                org_id=org_id,
+                backend=Backend(template.backend),
+                cluster_name=plan.name,
+                template=template.key,
+                request=to_json(plan.launch_request),
+                user_id=user_id,
+                channel_id=channel_id,
+                operation_id=operation_id,
+            )
+        except IntegrityError:  # the same request proposed meanwhile (another replica): that one stands
+            earlier = await self.operations.get(operation_id or "")
+            if earlier is None:
+                raise
+            return LaunchPlanned(plan, earlier.id, again=True)
+        return LaunchPlanned(plan, proposed.id)
+
+    async def _proposed_before(
+        self,
+        earlier: Operation,
+        template: Template,
+        org_id: str,
+        name: str,
+        given: Mapping[str, str],
+        count: int | None,
+    ) -> LaunchPlanned:
+        """A request proposed already: its plan, read again for showing (its operation is the one it made)."""
+        org = self.program.org(org_id)
+        assert org is not None  # checked by the caller
+        plan = plan_launch(
+            template,
+            org=org,
+            name=name,
+            given=given,
+            count=count,
+            clusters=[],  # the planned cluster is not in AWS yet, nor is the quota checked again
+            prices=self.prices,
         )
-        return LaunchPlanned(plan, operation_id)
+        return LaunchPlanned(plan, earlier.id, again=True)
 
     async def scale(
         self, cluster: Cluster, *, group: str, count: int, dry_run: bool, user_id: str, channel_id: str

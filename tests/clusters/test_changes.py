@@ -243,3 +243,76 @@ async def test_a_stored_request_that_cannot_be_read_fails_at_confirm_without_ask
     assert stored is not None and stored.status == OperationStatus.FAILED.value
     after = await rig.cluster(TRAIN, Backend.HYPERPOD)
     assert [(g.name, g.target) for g in after.groups] == [(g.name, g.target) for g in cluster.groups]
+
+
+async def test_a_launch_takes_the_orgs_defaults_and_param_overrides_them(rig: Rig) -> None:
+    """kumo-labs's program entry gives execution_role_arn, lifecycle_s3_uri, subnet_id and security_group_id."""
+    planned = await rig.changes.launch(
+        org_id=KUMO,
+        template_id="hyperpod-p5",
+        name="kumo-defaults",
+        params={"lifecycle_s3_uri": "s3://sagemaker-other-bucket/scripts/"},
+        count=2,
+        dry_run=True,
+        user_id=ALICE,
+        channel_id=CHANNEL,
+    )
+    request = planned.plan.request
+    assert request is not None and planned.operation_id is None
+    (workers,) = [g for g in request["InstanceGroups"] if g["InstanceGroupName"] == WORKERS]
+    assert workers["ExecutionRole"] == "arn:aws:iam::111111111111:role/SageMakerHyperPodExecutionRole"
+    assert workers["LifeCycleConfig"]["SourceS3Uri"] == "s3://sagemaker-other-bucket/scripts/"
+    assert request["VpcConfig"] == {
+        "Subnets": ["subnet-01111111111110a1b"],
+        "SecurityGroupIds": ["sg-01111111111110c2d"],
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "count", "field", "words"),
+    [
+        ("kumo-p5-train", {}, 1, "name", "already has a HyperPod cluster"),
+        ("-bad-", {}, 1, "name", "HyperPod cluster names are"),
+        ("kumo-big", {}, 5, "count", "Over quota"),
+        ("kumo-x", {}, 99, "count", "count must be between 1 and 64"),
+        ("kumo-x", {"subnet_id": "subnet-zz"}, 1, "subnet_id", "subnet_id must look like"),
+        ("kumo-x", {"colour": "red"}, 1, None, "has no parameter 'colour'"),
+    ],
+)
+async def test_a_refused_launch_names_the_field_it_is_about(
+    rig: Rig, name: str, params: dict[str, str], count: int, field: str | None, words: str
+) -> None:
+    with pytest.raises(NotPlanned) as refused:
+        await rig.changes.launch(
+            org_id=KUMO,
+            template_id="hyperpod-p5",
+            name=name,
+            params=params,
+            count=count,
+            dry_run=True,
+            user_id=ALICE,
+            channel_id=CHANNEL,
+        )
+    assert refused.value.field == field and words in refused.value.message
+
+
+async def test_one_request_proposes_one_launch_however_often_it_is_retried(rig: Rig, db: Database) -> None:
+    async def submit() -> tuple[str | None, bool]:
+        planned = await rig.changes.launch(
+            org_id=KUMO,
+            template_id="hyperpod-p5",
+            name="kumo-once",
+            params={},
+            count=1,
+            dry_run=False,
+            user_id=ALICE,
+            channel_id=CHANNEL,
+            request_key="V0LAUNCH01",
+        )
+        return planned.operation_id, planned.again
+
+    first, again = await submit(), await submit()
+    assert first[0] is not None and first == (first[0], False) and again == (first[0], True)
+    async with db.session() as session:
+        rows = await crud.operations_with_status(session, status=OperationStatus.PLANNED.value)
+    assert [row.id for row in rows if row.cluster_name == "kumo-once"] == [first[0]]
