@@ -94,6 +94,13 @@ class LaunchCluster:
 
 
 @dataclass(frozen=True)
+class LaunchForm:
+    """`/cluster launch` with no template or name: the launch form (a modal) instead."""
+
+    org: str | None = None
+
+
+@dataclass(frozen=True)
 class ScaleGroup:
     cluster: ClusterRef
     group: str
@@ -130,6 +137,7 @@ ClusterCommand = (
     | ClusterNodes
     | ListTemplates
     | LaunchCluster
+    | LaunchForm
     | ShowAudit
     | ScaleGroup
     | NodeAction
@@ -206,8 +214,10 @@ def _nodes(args: Args) -> ClusterNodes:
     return ClusterNodes(cluster=ref, failed_only="--failed" in flags, public="--public" in flags)
 
 
-def _launch(args: Args) -> LaunchCluster:
+def _launch(args: Args) -> LaunchCluster | LaunchForm:
     usage = args.usage
+    if not args.words:
+        return LaunchForm()
     positional: list[str] = []
     count: int | None = None
     org: str | None = None
@@ -410,7 +420,7 @@ CLUSTER = CommandSet(
             name="launch",
             usage="/cluster launch TEMPLATE NAME [--count N] [--org ORG] [--param KEY=VALUE ...] [--dry-run]",
             summary="a new cluster from a template: the plan (request, quota, cost), then Confirm; "
-            "`--dry-run`: plan only",
+            "`--dry-run`: plan only; the org's launch defaults fill the parameters; alone, it opens the launch form",
             needs=Action.OPERATE,
             parse=_launch,
         ),
