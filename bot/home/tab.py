@@ -330,9 +330,7 @@ class SweepWatch:
 
     async def observe(self, org_id: str, clusters: Sequence[Cluster]) -> int:
         shape = frozenset((c.backend.value, c.name, c.status, c.healthy, len(c.nodes)) for c in clusters)
-        if self._last.get(org_id) != shape:
-            first = org_id not in self._last
+        if self._last.get(org_id) != shape:  # the first sweep too: the clusters table may have been empty
             self._last[org_id] = shape
-            if not first:
-                self._home.changed(org_id)
+            self._home.changed(org_id)
         return 0

@@ -106,6 +106,7 @@ class ResolveRecord:
 class ShowTrack:
     org: str | None
     weeks: int = 4
+    every: bool = False  # `/track show all` (admins): every org's usage against quota
 
 
 @dataclass(frozen=True)
@@ -237,6 +238,7 @@ def _show(args: Args) -> ShowTrack:
     usage = args.usage
     org: str | None = None
     weeks: int | None = None
+    every = False
     words = iter(args.words)
     for word in words:
         if word == "--weeks":
@@ -249,11 +251,13 @@ def _show(args: Args) -> ShowTrack:
             weeks = int(value)
         elif word.startswith("--"):
             raise UsageError(f"`{quoted(word)}` is not an option of `/track show`.", usage)
-        elif org is not None:
-            raise UsageError("`/track show` takes at most one org.", usage)
+        elif org is not None or every:
+            raise UsageError("`/track show` takes at most one org, or `all`.", usage)
+        elif word.lower() == "all":
+            every = True
         else:
             org = org_word(word, usage)
-    return ShowTrack(org=org) if weeks is None else ShowTrack(org=org, weeks=weeks)
+    return ShowTrack(org=org, every=every) if weeks is None else ShowTrack(org=org, weeks=weeks, every=every)
 
 
 _RECORD_USAGE = "/track note|milestone|incident|lesson TEXT [--org ORG]"
@@ -295,8 +299,9 @@ TRACK = CommandSet(
         ),
         Subcommand(
             name="show",
-            usage="/track show [ORG] [--weeks N]",
-            summary="an org's records and requirements of the last weeks (default 4)",
+            usage="/track show [ORG|all] [--weeks N]",
+            summary="an org's records and requirements of the last weeks (default 4); `all`: every org's usage "
+            "against quota (admins)",
             needs=Action.VIEW,
             parse=_show,
         ),

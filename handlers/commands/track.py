@@ -3,10 +3,13 @@ record book -> render. Nothing else."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from bot.access import Action
 from bot.config import OrgConfig
 from bot.digest import render
 from bot.digest.facts import TYPED_KINDS
+from bot.home.usage import program_usage, usage_all_reply
 from bot.services import Services
 from bot.slack import blocks
 from bot.subcommands import UsageError
@@ -101,6 +104,8 @@ async def _require(call: Call, parsed: SetRequirements) -> Answer:
 
 
 async def _show(call: Call, parsed: ShowTrack) -> Answer:
+    if parsed.every:
+        return await _show_all(call, parsed)
     org = _org_for(call, parsed.org)
     if isinstance(org, Answer):
         return org
@@ -116,6 +121,21 @@ async def _show(call: Call, parsed: ShowTrack) -> Answer:
         tz=call.services.tz,
     )
     return Answer(reply, org_id=org.id)
+
+
+async def _show_all(call: Call, parsed: ShowTrack) -> Answer:
+    """`/track show all`: every org's usage against quota, for admins (the Home's admin view points here)."""
+    services = call.services
+    decision = services.access.decide(user_id=call.user_id, action=Action.ADMINISTER)
+    if not decision.allowed:
+        reason = decision.reason
+        if services.access.is_known(call.user_id):
+            reason = "Only program admins see every org's usage; `/track show` shows your org's."
+        return Answer(blocks.refusal(reason), Outcome.REFUSED, detail=reason)
+    now = services.clock()
+    since = now - timedelta(weeks=parsed.weeks)
+    usage = await program_usage(services.db, program=services.program, since=since, until=now)
+    return Answer(usage_all_reply(usage, weeks=parsed.weeks, since=since, tz=services.tz), detail="all orgs")
 
 
 async def _doc(call: Call, parsed: TrackDoc) -> Answer:

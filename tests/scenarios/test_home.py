@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from sandbox.world import Sandbox
-from tests.scenarios.conftest import ADMIN
+from tests.scenarios.conftest import ADMIN, COORDINATION, ask, body
 from tests.waiting import wait_for
 
 ALICE, BOB, GUEST = "U0ALICE01", "U0BOB0001", "U0GUEST01"
@@ -28,10 +28,7 @@ def text_of(view: dict[str, Any]) -> str:
 
 def actions(view: dict[str, Any]) -> list[tuple[str, str]]:
     return [
-        (e["action_id"], e.get("value", ""))
-        for b in view["blocks"]
-        if b["type"] == "actions"
-        for e in b["elements"]
+        (e["action_id"], e.get("value", "")) for b in view["blocks"] if b["type"] == "actions" for e in b["elements"]
     ]
 
 
@@ -56,3 +53,84 @@ async def test_an_admin_sees_every_org_in_one_view_within_100_blocks(sandbox: Sa
     for org in sandbox.program.orgs:
         assert f"`{org.id}`" in text
     assert not any(action_id == "launch_open" for action_id, _ in actions(view))
+
+
+async def test_an_operator_a_viewer_and_an_outsider_each_see_their_own_home(sandbox: Sandbox) -> None:
+    alice, bob, guest = [await open_home(sandbox, user) for user in (ALICE, BOB, GUEST)]
+    for view in (alice, bob):
+        text = text_of(view)
+        assert "Pitcrew · Kumo Labs" in text and "hoshi" not in text and len(view["blocks"]) <= 100
+    assert "your role: operator" in text_of(alice) and "your role: viewer" in text_of(bob)
+    assert actions(alice) == [
+        ("launch_open", "kumo-labs"),
+        ("track_add", "kumo-labs"),
+        ("home_open_alerts", "kumo-labs"),
+    ]
+    assert actions(bob) == [("home_open_alerts", "kumo-labs")]  # no form a viewer could not submit
+    text = text_of(guest)
+    assert "Pitcrew watches the accelerator clusters" in text and "not a member of any org" in text
+    assert f"<@{ADMIN}>" in text and "kumo" not in text and not actions(guest)
+
+
+async def test_home_is_published_again_after_a_sweep_and_a_record_changed_what_it_shows(sandbox: Sandbox) -> None:
+    home = sandbox.pitcrew.services.home
+    assert home is not None
+    home.delay = 0.0  # the debounce itself is tested with an injected clock (tests/home/test_refresh.py)
+    first = await open_home(sandbox, ALICE)
+    assert "No clusters seen yet." in text_of(first)
+
+    await sandbox.pitcrew.services.monitor.sweep()  # the node sweep: the clusters table and their health
+    await home.settled()
+    swept = sandbox.slack.home_views[ALICE]
+    assert swept["id"] != first["id"]
+    assert "`kumo-p5-dev` (pcluster)" in text_of(swept) and "healthy" in text_of(swept)
+
+    await ask(sandbox, user=ALICE, channel=KUMO, text="incident NCCL timeouts on kumo-p5-train", command="/track")
+    await home.settled()
+    recorded = sandbox.slack.home_views[ALICE]
+    assert recorded["id"] != swept["id"] and "1 open incident" in text_of(recorded)
+
+
+async def test_open_alerts_lists_the_orgs_open_alerts_and_add_a_record_opens_the_form(sandbox: Sandbox) -> None:
+    await sandbox.pitcrew.services.monitor.sweep()  # the seeded failures open their alerts
+    await sandbox.pitcrew.services.drain()
+    await open_home(sandbox, BOB)
+    response = await sandbox.slack.click_home(user_id=BOB, action_id="home_open_alerts")
+    assert response.status_code == 200, response.text
+    modal = await sandbox.slack.wait_for_view(user_id=BOB, callback_id="home_alerts")
+    text = text_of(modal)
+    assert "Kumo Labs:" in text and "open alert" in text and "hoshi" not in text
+
+    await open_home(sandbox, ALICE)
+    response = await sandbox.slack.click_home(user_id=ALICE, action_id="track_add")
+    assert response.status_code == 200, response.text
+    form = await sandbox.slack.wait_for_view(user_id=ALICE, callback_id="track_add_record")
+    assert form["type"] == "modal"
+
+
+async def test_open_alerts_of_an_org_one_cannot_see_opens_nothing(sandbox: Sandbox) -> None:
+    await open_home(sandbox, BOB)
+    before = sandbox.slack.home_views[BOB]["id"]
+    response = await sandbox.slack.click_home(user_id=BOB, action_id="home_open_alerts", value="hoshi-vision")
+    assert response.status_code == 200
+    await wait_for(lambda: sandbox.slack.home_views[BOB]["id"] != before, what="Bob's Home published again")
+    assert not list(sandbox.slack.user_views(BOB)), "no modal for an org Bob cannot see"
+    assert "hoshi" not in text_of(sandbox.slack.home_views[BOB])
+
+
+async def test_track_show_all_gives_an_admin_every_orgs_usage_against_quota_in_one_reply(sandbox: Sandbox) -> None:
+    await sandbox.pitcrew.services.monitor.sweep()  # cluster states: what each org holds from now on
+    reply = await ask(sandbox, user=ADMIN, channel=COORDINATION, text="show all", command="/track")
+    text = body(reply)
+    assert reply.kind == "ephemeral" and len(reply.blocks) <= 50
+    assert f"Usage against quota · {len(sandbox.program.orgs)} orgs · last 4 weeks" in text
+    for org in sandbox.program.orgs:
+        assert f"(`{org.id}`)" in text
+    assert "p5.48xlarge" in text and "quota-hours" in text
+    weeks = body(await ask(sandbox, user=ADMIN, channel=COORDINATION, text="show all --weeks 1", command="/track"))
+    assert "last 1 week" in weeks
+
+    refused = body(await ask(sandbox, user=ALICE, channel=KUMO, text="show all", command="/track"))
+    assert "Only program admins see every org's usage" in refused and "hoshi" not in refused
+    bad = body(await ask(sandbox, user=ADMIN, channel=COORDINATION, text="show all kumo-labs", command="/track"))
+    assert "takes at most one org, or `all`" in bad
