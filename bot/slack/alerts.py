@@ -21,6 +21,7 @@ from bot.clusters.console import cluster_url, node_url
 from bot.clusters.model import Backend, Cluster, Health
 from bot.slack.blocks import Block, Reply, button, context, escape, fit, header, section, sections, when
 from bot.slack.capacity import capacity_alert, capacity_coordination_line, capacity_held_back
+from bot.slack.mrkdwn import cut, visible
 
 ACK_ACTION = "alert_ack"
 REPLACE_ACTION = "alert_replace"
@@ -115,7 +116,8 @@ def silence_message(silence: Any, *, tz: ZoneInfo) -> Reply:
 
 def held_back_line(what: str, detail: str, *, at: datetime, tz: ZoneInfo) -> Reply:
     """One line in a silence's thread for an alert it held back: what, and when."""
-    text = f":mute: Held back, {when(at, tz)}: {what}" + (f" · {escape(detail)[:300]}" if detail else "")
+    shown = escape(cut(visible(detail, one_line=True), 300)) if detail else ""
+    text = f":mute: Held back, {when(at, tz)}: {what}" + (f" · {shown}" if shown else "")
     return thread_note(text)
 
 
