@@ -42,6 +42,7 @@ class LocalSlack(WebApi, Console):
                 Route("/console/state", self._handle_console_state, methods=["GET"]),
                 Route("/console/command", self._handle_console_command, methods=["POST"]),
                 Route("/console/action", self._handle_console_action, methods=["POST"]),
+                Route("/console/home-opened", self._handle_console_home_opened, methods=["POST"]),
                 Route("/console/view-submit", self._handle_console_view_submit, methods=["POST"]),
                 Route("/console/view-close", self._handle_console_view_close, methods=["POST"]),
                 Route("/console/command-forms", self._handle_console_command_forms, methods=["POST"]),

@@ -78,8 +78,36 @@ class Console(UserDriver):
             return JSONResponse({"status": 502, "error": f"could not reach the bot: {error!r}"}, 502)
         return JSONResponse({"status": response.status_code, "body": response.text[:500]})
 
+    async def _handle_console_home_opened(self, request: Request) -> Response:
+        """The Home tab shown: app_home_opened to the bot, as Slack sends it."""
+        user_id = str((await json_object(request)).get("user_id") or "")
+        if user_id not in self.users:
+            return JSONResponse({"status": 404, "error": "no such user"}, 404)
+        try:
+            response = await self.open_home(user_id=user_id)
+        except (httpx.HTTPError, RuntimeError) as error:
+            return JSONResponse({"status": 502, "error": f"could not reach the bot: {error!r}"}, 502)
+        return JSONResponse({"status": response.status_code, "body": response.text[:500]})
+
+    async def _handle_console_home_action(self, data: dict[str, Any]) -> Response:
+        """A button in the Home tab (a click from a view: no message, no response URL)."""
+        value = data.get("value")
+        try:
+            response = await self.click_home(
+                user_id=str(data.get("user_id") or ""),
+                action_id=str(data.get("action_id") or ""),
+                value=None if value is None else str(value),
+            )
+        except ValueError as error:
+            return JSONResponse({"status": 400, "error": str(error)}, 400)
+        except (httpx.HTTPError, RuntimeError) as error:
+            return JSONResponse({"status": 502, "error": f"could not reach the bot: {error!r}"}, 502)
+        return JSONResponse({"status": response.status_code, "body": response.text[:500]})
+
     async def _handle_console_action(self, request: Request) -> Response:
         data = await json_object(request)
+        if data.get("channel") == "home":
+            return await self._handle_console_home_action(data)
         user_id = str(data.get("user_id") or "")
         message = self._find_message(str(data.get("channel") or ""), str(data.get("ts") or ""))
         if message is None or not self._is_visible(message, user_id):
