@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
+
 from sandbox.world import Sandbox
 from tests.scenarios.conftest import ADMIN, COORDINATION, ask, body
 from tests.waiting import wait_for
@@ -134,3 +136,24 @@ async def test_track_show_all_gives_an_admin_every_orgs_usage_against_quota_in_o
     assert "Only program admins see every org's usage" in refused and "hoshi" not in refused
     bad = body(await ask(sandbox, user=ADMIN, channel=COORDINATION, text="show all kumo-labs", command="/track"))
     assert "takes at most one org, or `all`" in bad
+
+
+async def test_the_console_opens_home_and_clicks_its_buttons_as_slack_would(sandbox: Sandbox) -> None:
+    """`make run`'s page: showing the Home tab sends app_home_opened; a Home button is a click from a view."""
+    async with httpx.AsyncClient(base_url=sandbox.world_url, timeout=30) as http:
+        opened = await http.post("/console/home-opened", json={"user_id": BOB})
+        assert opened.json()["status"] == 200, opened.text
+        await wait_for(lambda: sandbox.slack.home_views.get(BOB), what="Bob's Home")
+        state = (await http.get("/console/state", params={"user": BOB})).json()
+        assert "Pitcrew · Kumo Labs" in text_of(state["home"])
+        page = await http.get("/")
+        assert "/console/home-opened" in page.text
+        clicked = await http.post(
+            "/console/action",
+            json={"user_id": BOB, "channel": "home", "ts": "", "action_id": "home_open_alerts", "value": "kumo-labs"},
+        )
+        assert clicked.json()["status"] == 200, clicked.text
+    await sandbox.slack.wait_for_view(user_id=BOB, callback_id="home_alerts")
+    async with httpx.AsyncClient(base_url=sandbox.world_url, timeout=30) as http:
+        nobody = await http.post("/console/home-opened", json={"user_id": "U0NOBODY1"})
+    assert nobody.status_code == 404
