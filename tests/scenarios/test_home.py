@@ -5,11 +5,14 @@ People of the sandbox program: an admin, kumo-labs' operator (Alice) and viewer 
 
 from __future__ import annotations
 
+import re
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 
 from sandbox.world import Sandbox
+from tests.conftest import SeededAws
 from tests.scenarios.conftest import ADMIN, COORDINATION, ask, body
 from tests.waiting import wait_for
 
@@ -157,3 +160,26 @@ async def test_the_console_opens_home_and_clicks_its_buttons_as_slack_would(sand
     async with httpx.AsyncClient(base_url=sandbox.world_url, timeout=30) as http:
         nobody = await http.post("/console/home-opened", json={"user_id": "U0NOBODY1"})
     assert nobody.status_code == 404
+
+
+async def test_the_sandboxs_home_shows_the_capacity_block_ending_tomorrow_and_the_idle_cluster(
+    sandbox: Sandbox, seeded_aws: SeededAws
+) -> None:
+    """The seeded world (sandbox.seed, sandbox.reserved): kumo-labs' Capacity Block under kumo-p5-dev ends
+    tomorrow, and kumo-p5-dev runs no job; after 2 h without one (the monitors' clock moved on, as in
+    tests/scenarios/test_idle.py) its idle notice is open, and both are on the admin's and the operator's Home."""
+    block = next(r for r in seeded_aws.report.reserved if r.source == "capacity_block")
+    services = sandbox.pitcrew.services
+    services.alerts.clock = lambda: datetime.now(UTC) + timedelta(hours=3)  # the node monitor's and idle check's
+    await services.monitor.sweep()
+    await services.drain()
+    for user in (ADMIN, ALICE):
+        view = await open_home(sandbox, user)
+        text = text_of(view)
+        assert len(view["blocks"]) <= 100
+        assert f"*{block.id}* (EC2 Capacity Block for ML) 4 x p5.48xlarge ends " in text
+        assert "takes `kumo-p5-dev` compute-gpu: 4 nodes" in text
+        assert re.search(r":zzz: 4 x p5\.48xlarge idle on `kumo-p5-dev`", text), text
+    admin = text_of(sandbox.slack.home_views[ADMIN])
+    assert "*Kumo Labs* (`kumo-labs`)" in admin and "1 reservation ending in 48 h" in admin
+    assert "hoshi-vision-p5-plan" not in admin  # the training plan ends in 6 days: not within 48 h
