@@ -16,6 +16,7 @@ from bot.commands import (
     ClusterStatus,
     DeleteCluster,
     LaunchCluster,
+    LaunchForm,
     ListCapacity,
     ListClusters,
     ListTemplates,
@@ -30,6 +31,7 @@ from bot.services import Services
 from bot.slack import blocks
 from bot.slack import capacity as capacity_blocks
 from handlers.commands.reply import Answer, Call, SlashCommand, org_refusal
+from handlers.views.launch import form_view
 from storage.models import Outcome
 
 
@@ -123,7 +125,44 @@ async def _one_cluster(call: Call, parsed: ClusterStatus | ClusterNodes) -> Answ
     return Answer(reply, org_id=cluster.org)
 
 
-async def _launch_plan(call: Call, parsed: LaunchCluster) -> Answer:
+async def _launch_form(call: Call, parsed: LaunchForm) -> Answer:
+    """`/cluster launch` alone: the launch form for the org the channel (or `--org`) means."""
+    services, user_id, channel_id = call.services, call.user_id, call.channel_id
+    org_id = parsed.org or services.access.default_org(user_id=user_id, channel_id=channel_id)
+    if org_id is None:
+        error = UsageError(
+            "Say which org the cluster is for: run `/cluster launch` in the org's channel, or give "
+            "`/cluster launch TEMPLATE NAME --org ORG`.",
+            call.spec.usage,
+        )
+        return Answer(blocks.usage_error(error), Outcome.INVALID, detail=error.message)
+    refusal = org_refusal(services, user_id=user_id, action=Action.OPERATE, org_id=org_id)
+    if refusal:
+        return refusal
+    view = form_view(services, org_id=org_id, channel_id=channel_id)
+    try:
+        # The command's trigger id (its request key) opens the modal; it lives 3 seconds.
+        await services.poster.open_view(trigger_id=call.request_key or "", view=view)
+    except Exception:
+        logging.getLogger(__name__).warning("opening the launch form for %s failed", user_id, exc_info=True)
+        message = "Slack did not open the launch form in time; run `/cluster launch` again."
+        return Answer(blocks.problem(message), Outcome.FAILED, org_id, "launch form not opened")
+    name = services.org_names.get(org_id, org_id)
+    reply = blocks.Reply(
+        text=f"The launch form for {name} is open.",
+        blocks=[
+            blocks.context(
+                f"The launch form for *{blocks.escape(name)}* is open. In one line: "
+                "`/cluster launch TEMPLATE NAME --count N` (the org's launch defaults fill the rest)."
+            )
+        ],
+    )
+    return Answer(reply, org_id=org_id, detail="launch form opened")
+
+
+async def _launch_plan(call: Call, parsed: LaunchCluster | LaunchForm) -> Answer:
+    if isinstance(parsed, LaunchForm):
+        return await _launch_form(call, parsed)
     services, user_id, channel_id = call.services, call.user_id, call.channel_id
     org_id = parsed.org or services.access.default_org(user_id=user_id, channel_id=channel_id)
     if org_id is None:
