@@ -121,6 +121,10 @@ async def test_open_alerts_of_an_org_one_cannot_see_opens_nothing(sandbox: Sandb
     await wait_for(lambda: sandbox.slack.home_views[BOB]["id"] != before, what="Bob's Home published again")
     assert not list(sandbox.slack.user_views(BOB)), "no modal for an org Bob cannot see"
     assert "hoshi" not in text_of(sandbox.slack.home_views[BOB])
+    services = sandbox.pitcrew.services
+    await services.drain()
+    entries = await services.audit_entries(org_id=None, since=datetime.now(UTC) - timedelta(hours=1), user_id=BOB)
+    assert [(e.command, e.outcome, e.org_id) for e in entries] == [("home open alerts", "refused", "hoshi-vision")]
 
 
 async def test_track_show_all_gives_an_admin_every_orgs_usage_against_quota_in_one_reply(sandbox: Sandbox) -> None:
