@@ -111,6 +111,12 @@ async def test_open_alerts_lists_the_orgs_open_alerts_and_add_a_record_opens_the
     assert response.status_code == 200, response.text
     form = await sandbox.slack.wait_for_view(user_id=ALICE, callback_id="track_add_record")
     assert form["type"] == "modal"
+    await sandbox.slack.close_view(user_id=ALICE, view_id=form["id"])
+
+    response = await sandbox.slack.click_home(user_id=ALICE, action_id="launch_open")  # B's launch form
+    assert response.status_code == 200, response.text
+    launch = await sandbox.slack.wait_for_view(user_id=ALICE, callback_id="launch_form")
+    assert "kumo" in str(launch["private_metadata"]) + str(launch["blocks"])
 
 
 async def test_open_alerts_of_an_org_one_cannot_see_opens_nothing(sandbox: Sandbox) -> None:
