@@ -383,7 +383,10 @@ def launch_plan(plan: LaunchPlan, *, operation_id: str | None = None) -> Reply:
     else:
         blocks += [
             plan_buttons(operation_id, confirm="Confirm launch"),
-            context("Only the requester or a program admin can confirm. Nothing is created before that."),
+            {
+                **context("Only the requester or a program admin can confirm. Nothing is created before that."),
+                "block_id": PLAN_NOTE_BLOCK,
+            },
         ]
     text = f"Plan for {plan.org.id}/{plan.name} from {template.key}: " + ", ".join(
         f"{n} x {t}" for t, n in plan.instances.items()
@@ -392,6 +395,7 @@ def launch_plan(plan: LaunchPlan, *, operation_id: str | None = None) -> Reply:
 
 
 CONFIRM_ACTION = "operation_confirm"
+PLAN_NOTE_BLOCK = "plan_note"  # the line under a plan's buttons, gone with them once it is decided
 CANCEL_ACTION = "operation_cancel"
 DELETE_OPEN_ACTION = "delete_open"  # opens the modal where the cluster's name is typed
 DELETE_VIEW = "delete_confirm"  # that modal's callback_id
@@ -430,7 +434,31 @@ def plan_buttons(operation_id: str, *, confirm: str = "Confirm", danger: bool = 
 
 
 def _decide_context() -> Block:
-    return context("Only the requester or a program admin can confirm. Nothing changes before that.")
+    note = context("Only the requester or a program admin can confirm. Nothing changes before that.")
+    return {**note, "block_id": PLAN_NOTE_BLOCK}
+
+
+def confirmed_plan(plan: dict[str, Any], operation: Any) -> Reply | None:
+    """The plan message as it reads once confirmed: everything it said (request, quota, cost, reserved capacity,
+    whatever lines the plan has), without its buttons and their note, and who confirmed it; the progress
+    message follows it. None when `plan` (the message the click came from) is not a plan of this operation."""
+    shown = plan.get("blocks")
+    if not isinstance(shown, list) or not any(
+        isinstance(b, dict) and b.get("block_id") == f"plan:{operation.id}" for b in shown
+    ):
+        return None
+    kept = [
+        b
+        for b in shown
+        if isinstance(b, dict)
+        and not str(b.get("block_id", "")).startswith("plan:")
+        and b.get("block_id") != PLAN_NOTE_BLOCK
+    ]
+    dm = str(operation.channel_id).startswith("D")  # the progress could not be posted where the plan is
+    where = "Progress: in your DM with Pitcrew." if dm else "Progress: below."
+    line = f":white_check_mark: Confirmed by <@{operation.confirmed_by}>. {where}"
+    text = str(plan.get("text") or operation_summary(operation))
+    return Reply(text=f"{text} (confirmed by <@{operation.confirmed_by}>)", blocks=[*kept, context(line)], public=True)
 
 
 def _request(operation: Any) -> ChangeRequest | None:

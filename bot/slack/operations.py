@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from bot.operations import (
     AlreadyDecided,
     Cancelled,
@@ -22,7 +24,9 @@ def expired_reply(expired: PlanExpired) -> Reply:
     return blocks.problem(f"This {expired.why}; run the command again for current quota and prices.")
 
 
-def decision_reply(decision: Decision) -> Reply:
+def decision_reply(decision: Decision, *, plan: dict[str, Any] | None = None) -> Reply:
+    """`plan`: the plan message the click came from (Slack sends it for messages in a channel), kept readable
+    once confirmed (bot.slack.blocks.confirmed_plan)."""
     if isinstance(decision, PlanUnknown):
         again = "; run the command again" if decision.run_again else ""
         return blocks.problem(f"This plan is not known (any more){again}.")
@@ -42,7 +46,8 @@ def decision_reply(decision: Decision) -> Reply:
     if isinstance(decision, StartFailed):
         return blocks.refusal(f"The {decision.noun} of `{decision.cluster_name}` failed: {decision.reason}")
     if isinstance(decision, Started):
-        return blocks.operation_decided(decision.operation, "confirmed")
+        kept = blocks.confirmed_plan(plan, decision.operation) if plan else None
+        return kept or blocks.operation_decided(decision.operation, "confirmed")
     if isinstance(decision, Cancelled):
         return blocks.operation_decided(decision.operation, "cancelled", by=decision.by)
     raise TypeError(f"not a decision: {type(decision).__name__}")
