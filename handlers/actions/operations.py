@@ -30,7 +30,9 @@ async def _decide(body: dict[str, Any], context: dict[str, Any], *, confirm: boo
     decide = operations.confirm if confirm else operations.cancel
     decision = await decide(operation_id, user_id=user_id)
     # A decision replaces the plan (its buttons go away); a refusal goes to the clicker alone.
-    await services.poster.respond(body["response_url"], decision_reply(decision), replace_original=decision.replaces)
+    plan = body.get("message") if isinstance(body.get("message"), dict) else None  # absent for ephemeral ones
+    reply = decision_reply(decision, plan=plan)
+    await services.poster.respond(body["response_url"], reply, replace_original=decision.replaces)
 
 
 async def confirm_callback(ack: AsyncAck, body: dict[str, Any], context: dict[str, Any]) -> None:
