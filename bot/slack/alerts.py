@@ -558,7 +558,7 @@ def escalation_message(
     body: list[Block] = [section(head), section(f"{shown}\n{where}")]
     if Action.ACKNOWLEDGE in actions:
         body.append(_buttons(episode, [Action.ACKNOWLEDGE]))
-    text = f"Not acknowledged after {after}: {line.text}"
+    text = f"Not acknowledged after {after}: {line.text} · {who}"  # the fallback notifies the operators too
     return Reply(text=text[:3000], blocks=body, public=True)
 
 
