@@ -17,12 +17,15 @@ from bot.capacity.model import Reservation
 from bot.config import ProgramConfig, load_program
 from bot.digest.facts import RecordKind
 from bot.home.tab import HomeTab
+from bot.slack.blocks import Reply
 from bot.slack.poster import Poster
 from bot.tracking.records import RecordBook
 from sandbox.asgi_server import serve_asgi
 from sandbox.slack import LocalSlack
 from sandbox.world import EXAMPLE_PROGRAM
+from storage import tracking
 from storage.db import Database
+from storage.models import DigestRunStatus
 from tests.waiting import wait_for
 
 TOKEN = "xoxb-test-token"
@@ -170,3 +173,25 @@ async def test_capacity_that_fails_is_said_in_one_line_and_the_rest_of_home_is_s
     assert "Pitcrew · Kumo Labs" in "\n".join(
         b["text"]["text"] for b in slack.home_views[ALICE]["blocks"] if isinstance(b.get("text"), dict)
     )
+
+
+async def test_home_links_the_last_digest_posted_in_the_coordination_channel(
+    db: Database, program: ProgramConfig, poster: Poster, slack: LocalSlack
+) -> None:
+    tab = home(db, program, poster, Timer())
+    await tab.opened(ALICE)
+    assert "No digest posted yet." in str(slack.home_views[ALICE]["blocks"])
+    for week in ("2026-W47", "2026-W48"):
+        ts = await poster.post(channel=program.coordination_channel, reply=Reply(text=f"digest {week}", blocks=[]))
+        async with db.session() as session:
+            run = await tracking.claim_digest_run(
+                session, week=week, channel=program.coordination_channel, by="test", at=NOW
+            )
+            assert run is not None and run.id is not None
+            values = {"status": DigestRunStatus.POSTED.value, "posted_at": NOW, "message_ts": ts}
+            await tracking.finish_digest_run(session, run_id=run.id, values=values)
+    await tab.opened(ALICE)
+    link = (await poster.client.chat_getPermalink(channel=program.coordination_channel, message_ts=ts))["permalink"]
+    assert f"Last digest: <{link}|2026-W48>" in str(slack.home_views[ALICE]["blocks"])
+    await tab.opened(GUEST)
+    assert link not in str(slack.home_views[GUEST]["blocks"])  # an outsider sees no program link
