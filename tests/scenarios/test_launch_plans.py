@@ -66,7 +66,7 @@ async def test_parallelcluster_plan_shows_the_cluster_yaml(sandbox: Sandbox) -> 
         (BOB, f"launch hyperpod-p5 kumo-new --dry-run {HYPERPOD_PARAMS}", "this needs operator"),
         (HANA, f"launch hyperpod-p5 kumo-new --dry-run --org kumo-labs {HYPERPOD_PARAMS}", "no access to org"),
         (ALICE, f"launch hyperpod-p5 kumo-p5-train --dry-run {HYPERPOD_PARAMS}", "already has a HyperPod cluster"),
-        (ALICE, "launch hyperpod-p5 kumo-new --dry-run", "execution_role_arn is required"),
+        (ALICE, "launch hyperpod-p5 kumo-new --dry-run --param execution_role_arn=", "execution_role_arn is empty"),
         (
             ALICE,
             f"launch hyperpod-p5 kumo-new --dry-run --count 99 {HYPERPOD_PARAMS}",
