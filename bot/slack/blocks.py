@@ -455,10 +455,10 @@ def confirmed_plan(plan: dict[str, Any], operation: Any) -> Reply | None:
         and b.get("block_id") != PLAN_NOTE_BLOCK
     ]
     dm = str(operation.channel_id).startswith("D")  # the progress could not be posted where the plan is
-    where = "Progress: in your DM with Pitcrew." if dm else "Progress: below."
-    line = f":white_check_mark: Confirmed by <@{operation.confirmed_by}>. {where}"
+    where = "Progress is in your DM with Pitcrew." if dm else "Progress is posted below."
+    line = f"Confirmed by <@{operation.confirmed_by}>. {where}"
     text = str(plan.get("text") or operation_summary(operation))
-    return Reply(text=f"{text} (confirmed by <@{operation.confirmed_by}>)", blocks=[*kept, context(line)], public=True)
+    return Reply(text=f"{text}. {line}", blocks=[*kept, context(f":white_check_mark: {line}")], public=True)
 
 
 def _request(operation: Any) -> ChangeRequest | None:
