@@ -342,3 +342,23 @@ class UsageObservers:
             except Exception:
                 log.exception("%s did not take the listing of %s", type(observer).__name__, org_id)
         return changed
+
+
+class SeenBackends:
+    """The backend of each cluster as the last sweep listed it, for those that name a cluster without one (a
+    job's alert, for its console links): a sweep observer, read synchronously. A name both backends have in
+    one org has no single backend, and gets None."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[str, str], str | None] = {}
+
+    async def observe(self, org_id: str, clusters: Sequence[Cluster]) -> int:
+        found: dict[tuple[str, str], str | None] = {}
+        for cluster in clusters:
+            key = (org_id, cluster.name)
+            found[key] = cluster.backend.value if key not in found else None
+        self._seen = {k: v for k, v in self._seen.items() if k[0] != org_id} | found
+        return 0
+
+    def __call__(self, org_id: str, cluster_name: str) -> str | None:
+        return self._seen.get((org_id, cluster_name))
