@@ -4,7 +4,7 @@ compact line in the coordination channel, and the lines of silences."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 from zoneinfo import ZoneInfo
@@ -521,12 +521,13 @@ TONES = {Tone.NEWS: "", Tone.WORSE: ":red_circle: ", Tone.RECOVERED: ":large_gre
 CLUSTER_BACKENDS = frozenset(backend.value for backend in Backend)
 
 
-def console_links(view: AlertView, *, region: str | None) -> str | None:
+def console_links(view: AlertView, *, region: str | None, backend_hint: str | None = None) -> str | None:
     """The alert's cluster (and its one node) in the AWS console, as one context line; None where the region
-    or the cluster's backend is not known (a job names its cluster, not the backend: its alert shows the
-    links once the desk read the cluster for it)."""
+    or the cluster's backend is not known (a job names its cluster, not the backend: `backend_hint` is what
+    the last sweep listed it under)."""
     row = view.first
     backend = row.backend if row.backend in CLUSTER_BACKENDS else (view.cluster.backend if view.cluster else None)
+    backend = backend or backend_hint
     if not region or backend is None:
         return None
     links = [f"<{cluster_url(backend, region, row.cluster_name)}|{escape(row.cluster_name)} in the AWS console>"]
@@ -536,9 +537,9 @@ def console_links(view: AlertView, *, region: str | None) -> str | None:
     return ":link: " + " · ".join(links)
 
 
-def with_console_links(reply: Reply, view: AlertView, *, region: str | None) -> Reply:
+def with_console_links(reply: Reply, view: AlertView, *, region: str | None, backend_hint: str | None = None) -> Reply:
     """The reply with its console line before the footer (the last block), within Slack's 50 blocks."""
-    line = console_links(view, region=region)
+    line = console_links(view, region=region, backend_hint=backend_hint)
     if line is None or len(reply.blocks) >= 50:
         return reply
     at = len(reply.blocks) - 1 if reply.blocks and reply.blocks[-1].get("type") == "context" else len(reply.blocks)
@@ -564,17 +565,25 @@ def escalation_message(
 
 class SlackAlerts:
     """The alert desk's presenter (bot.alerts.desk.AlertPresenter): each kind's, and the lines all share.
-    `regions` (org id -> its AWS region) gives every alert its console links."""
+    `regions` (org id -> its AWS region) gives every alert its console links; `backends` (org, cluster ->
+    backend, as the last sweep listed it: bot.monitor.idle.SeenBackends) those of alerts naming a cluster only."""
 
     def __init__(
-        self, *, presenters: Mapping[str, KindPresenter] = PRESENTERS, regions: Mapping[str, str] | None = None
+        self,
+        *,
+        presenters: Mapping[str, KindPresenter] = PRESENTERS,
+        regions: Mapping[str, str] | None = None,
+        backends: Callable[[str, str], str | None] | None = None,
     ) -> None:
         self.presenters = presenters
         self.regions = dict(regions or {})
+        self.backends = backends
 
     def alert(self, kind: AlertKind, view: AlertView) -> Reply:
         reply = self.presenters[kind.name].alert(view)
-        return with_console_links(reply, view, region=self.regions.get(view.first.org_id))
+        row = view.first
+        hint = self.backends(row.org_id, row.cluster_name) if self.backends else None
+        return with_console_links(reply, view, region=self.regions.get(row.org_id), backend_hint=hint)
 
     def escalation(
         self, kind: AlertKind, view: AlertView, *, link: str | None, operators: Sequence[str], minutes: float
