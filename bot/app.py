@@ -45,7 +45,7 @@ from bot.metrics import Metrics
 from bot.monitor.cloudwatch import CloudWatchPull
 from bot.monitor.events import EventQueue
 from bot.monitor.faulty import FaultyNodeMonitor
-from bot.monitor.idle import IdleMonitor, UsageObservers
+from bot.monitor.idle import IdleMonitor, SeenBackends, UsageObservers
 from bot.monitor.jobs import ThroughputMonitor
 from bot.monitor.lease import LeaderLease, default_holder
 from bot.monitor.nodes import NodeMonitor
@@ -107,7 +107,8 @@ def build_services(
     )
     poster = Poster(client=client, post_interval=settings.pitcrew_post_interval, metrics=metrics)
     audit = AuditLog(db=db)
-    presenter = SlackAlerts(regions={org.id: org.aws.region for org in program.orgs})  # regions: console links
+    seen = SeenBackends()  # each cluster's backend as swept: console links of alerts naming a cluster only
+    presenter = SlackAlerts(regions={org.id: org.aws.region for org in program.orgs}, backends=seen)
     desk = AlertDesk(db=db, poster=poster, program=program, presenter=presenter, clusters=fleet)
     capacity = CapacityService(program=program, accounts=accounts, fleet=fleet)
     home = HomeTab(db=db, program=program, access=access, poster=poster, capacity=capacity)
@@ -117,7 +118,8 @@ def build_services(
     digest = WeeklyDigest(db=db, poster=poster, program=program, holder=holder)
     templates = load_templates(settings.pitcrew_templates)  # validated on start: a bad file stops it
     idle = IdleMonitor(desk=desk, prices=templates.prices)  # told each sweep's listings, after the ledger
-    observers = UsageObservers(ledger, idle, SweepWatch(home=home))  # the Home last: it reads what the ledger wrote
+    # The Home last: it reads what the ledger wrote.
+    observers = UsageObservers(ledger, idle, seen, SweepWatch(home=home))
     monitor = NodeMonitor(desk=desk, fleet=fleet, ledger=observers, metrics=metrics)
     escalation = Escalation(desk=desk, presenter=presenter)
     # Per-node metrics (the culprit in a job alert, faulty-node alerts): one reader per org that has them.
