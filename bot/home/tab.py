@@ -223,9 +223,14 @@ class HomeTab:
                         )
                     )
             incidents = Counter(r.org_id for r in await tracking.open_incidents(session, org_ids=ids, at=now))
-            for org in wanted:
-                if org.quota:
-                    held[org.id] = await tracking.held_now(session, org_id=org.id)
+            # What each org holds now: the newest state of each of its clusters' types (an empty window after
+            # them), one query for every org.
+            quota_ids = [org.id for org in wanted if org.quota]
+            states = await tracking.state_changes(session, org_ids=quota_ids, since=now, until=now) if quota_ids else []
+            for state in states:
+                if state.count:
+                    mine = held.setdefault(state.org_id, {})
+                    mine[state.instance_type] = mine.get(state.instance_type, 0) + state.count
         reserved = await self._reserved(ids, now)
         return {
             org.id: OrgHome(

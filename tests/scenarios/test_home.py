@@ -190,6 +190,7 @@ async def test_the_sandboxs_home_shows_the_capacity_block_ending_tomorrow_and_th
         assert f"*{block.id}* (EC2 Capacity Block for ML) 4 x p5.48xlarge ends " in text
         assert "takes `kumo-p5-dev` compute-gpu: 4 nodes" in text
         assert re.search(r":zzz: 4 x p5\.48xlarge idle on `kumo-p5-dev`", text), text
+        assert "Quota held: p5.48xlarge 36/40" in text  # kumo-p5-dev's 4 and kumo-p5-train's 32 (ml.p5)
     admin = text_of(sandbox.slack.home_views[ADMIN])
     assert "*Kumo Labs* (`kumo-labs`)" in admin and "1 reservation ending in 48 h" in admin
     assert "hoshi-vision-p5-plan" not in admin  # the training plan ends in 6 days: not within 48 h
