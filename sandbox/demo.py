@@ -8,12 +8,12 @@ import logging
 import time
 import webbrowser
 
-from bot.config import MonitorConfig, OrgConfig, ProgramConfig, StallConfig, load_program
+from bot.config import MonitorConfig, OrgConfig, ProgramConfig, StallConfig, load_program, normalize_instance_type
 from bot.slack import blocks
 from sandbox.culprits import SandboxNodeMetrics
 from sandbox.history import seed_sandbox_history
 from sandbox.moto_support import set_hyperpod_progress, start_moto_server
-from sandbox.seed import seed_program
+from sandbox.seed import plan_program, seed_program
 from sandbox.training import TrainingSimulator, sandbox_jobs
 from sandbox.world import EXAMPLE_PROGRAM, Sandbox, aws_environment, run_sandbox
 
@@ -23,6 +23,28 @@ THROUGHPUT_CHECK_SECONDS = 10
 IDLE_ORG, IDLE_CLUSTER = "kumo-labs", "kumo-p5-dev"  # its jobs report, and its dev cluster runs none
 IDLE_AFTER_HOURS = 0.05  # 3 minutes of no job before the idle notice (2 h outside the sandbox)
 ESCALATE_AFTER_MINUTES = 4  # an unacknowledged alert is escalated after 4 minutes (30 outside the sandbox)
+
+
+def _launch_line(sandbox: Sandbox, count: int = 16) -> str:
+    """The one-line launch to try: in the first org with room for `count` P5 nodes (its launch defaults give
+    the rest), by one of its operators."""
+    program = sandbox.program
+    held: dict[str, int] = {}
+    for planned in plan_program(program):
+        if normalize_instance_type(planned.instance_type) == "p5.48xlarge":
+            held[planned.org_id] = held.get(planned.org_id, 0) + planned.count
+
+    def room(org: OrgConfig) -> bool:
+        allowed = org.quota_for("p5.48xlarge")
+        return bool(org.launch) and (allowed is None or allowed - held.get(org.id, 0) >= count)
+
+    org = next((org for org in program.orgs if room(org)), program.orgs[0])
+    operator = next((user for user, role in org.members.items() if role == "operator"), program.admins[0])
+    return (
+        f"• as *{sandbox.slack.users[operator]}* in #{org.id}: `/cluster templates`, then "
+        f"`/cluster launch hyperpod-p5 {org.id.split('-')[0]}-p5 --count {count}` (the org's launch defaults in "
+        "the program file give the rest) and press Confirm; `/cluster launch` alone opens the launch form"
+    )
 
 
 def welcome(sandbox: Sandbox) -> blocks.Reply:
@@ -36,10 +58,7 @@ def welcome(sandbox: Sandbox) -> blocks.Reply:
         "Pick a user at the top, a channel on the left, and type a command below. Try:",
         f"• as *{sandbox.slack.users[admin]}*: `/cluster list all`",
         f"• as *{sandbox.slack.users[operator]}* in #{first.id}: `/cluster list`, then `/cluster nodes NAME --failed`",
-        f"• as *{sandbox.slack.users[operator]}* in #{first.id}: `/cluster templates`, then "
-        f"`/cluster launch hyperpod-p5 {first.id.split('-')[0]}-new --count 2 "
-        f"--param execution_role_arn=arn:aws:iam::{first.aws.account_id}:role/SageMakerHyperPodExecutionRole "
-        f"--param lifecycle_s3_uri=s3://sagemaker-{first.id}-lifecycle/base-config/` and press Confirm",
+        _launch_line(sandbox),
         f"• as *{sandbox.slack.users[operator]}* in #{first.id}: `/cluster scale kumo-p5-train worker-group-1 34`, "
         "`/cluster replace kumo-p5-train NODE` (a node id from `/cluster nodes`), `/cluster delete kumo-p5-dev`",
         "• *Fail a node* (left, under Sandbox): the node monitor posts an alert in the org's channel and a line "
