@@ -88,6 +88,7 @@ JUDGED_SHARE = 0.5  # a node is clear only if it was seen at work with its peers
 HUNG_UTIL = 80.0  # peers at this utilization with no tensor activity: the job hangs (NCCL spins)
 HUNG_TENSOR = 0.05
 HANG_LEAD = timedelta(minutes=2)  # a node that went dark further from the hang's start did not cause it
+WARMUP = timedelta(minutes=5)  # a node that joined is no peer, and not compared, for this long (rate(), NCCL)
 
 # The kinds of divergence, most telling first (the order suspects are ranked in).
 KINDS = ("xid_gpu", "gpu_gone", "gpu_dead", "gpu_dark", "xid_memory", "thermal", "network")
@@ -103,6 +104,9 @@ KIND_CAUSE = {
     "thermal_mild": Cause.THERMAL,
 }
 XID_KINDS = ("xid_gpu", "xid_memory")
+# What a node shows against its peers (and a healthy window): a node with no settled data in the healthy
+# window is never blamed on these; what stands on its own (an XID, a GPU gone, dead or dark) still counts.
+COMPARED_KINDS = frozenset({"thermal", "thermal_mild", "network"})
 
 
 def _nanmedian(x: np.ndarray, axis: int) -> np.ndarray:
@@ -203,10 +207,12 @@ class _Steps:
     peer_temp: np.ndarray
     efa_total: np.ndarray  # rx + tx summed over devices (steps, nodes)
     traffic: np.ndarray  # rx + tx per device (steps, nodes, devices)
-    efa_per_device: np.ndarray  # the node's median device
-    peer_efa_per_device: np.ndarray
+    efa_mean: np.ndarray  # the node's mean device (its total over the devices it reports)
+    peer_efa_mean: np.ndarray
+    peer_device: np.ndarray  # the peers' median of each device (steps, nodes, devices)
     peer_efa_total: np.ndarray
     retrans_total: np.ndarray
+    settled: np.ndarray  # (steps, nodes): past its warm-up (or there from the data's first step)
     peer_count: np.ndarray  # how many GPUs the node's peers report (median)
 
 
@@ -232,7 +238,16 @@ def _steps(grid: _Grid) -> _Steps:
     up = dcgm_up | efa_up
 
     node_util = _nanmedian(util, axis=2)
-    node_busy = node_util >= BUSY_UTIL
+    # A node that joined inside the data (a replacement, a scale-up) warms up for WARMUP: its EFA counters
+    # start from zero (rate() has no value for its first scrapes, then a partial one), NCCL connects, its
+    # loader fills. Over that stretch it is no reference for its peers, and no comparison with them blames
+    # it (only evidence that stands on its own: an XID, a GPU gone). A node there from the first step is
+    # taken as settled: the data cannot say how long it had been up.
+    index = np.arange(steps)[:, None]
+    first_up = np.where(up.any(axis=0), np.argmax(up, axis=0), steps)
+    warmup_steps = WARMUP.total_seconds() / grid.step
+    settled = (first_up == 0) | (index - first_up >= warmup_steps - 1e-9)
+    node_busy = (node_util >= BUSY_UTIL) & settled
     # A node's peers are the nodes at work at that step: a spare node, or one whose job is elsewhere or
     # paused, is no reference for a working one. A node is judged when it works and so do two peers (one in
     # a two-node cluster).
@@ -240,9 +255,18 @@ def _steps(grid: _Grid) -> _Steps:
     def peers(x: np.ndarray) -> np.ndarray:
         return _peer_median(np.where(node_busy, x, np.nan))
 
+    def peers_per_device(x: np.ndarray) -> np.ndarray:
+        """For x (steps, nodes, devices): each node's peers' median of the same device."""
+        if not x.shape[2]:
+            return np.full(x.shape, np.nan)
+        masked = np.where(node_busy[..., None], x, np.nan)
+        flat = np.moveaxis(masked, 2, 1).reshape(steps * x.shape[2], n)
+        return np.moveaxis(_peer_median(flat).reshape(steps, x.shape[2], n), 1, 2)
+
     peer_util = peers(node_util)
     busy_peers = node_busy.sum(axis=1, keepdims=True) - node_busy
-    reporting_peers = (~np.isnan(node_util)).sum(axis=1, keepdims=True) - ~np.isnan(node_util)
+    reporting = ~np.isnan(node_util) & settled
+    reporting_peers = reporting.sum(axis=1, keepdims=True) - reporting
     judged = node_busy & (busy_peers >= 1) & (busy_peers >= np.minimum(2, reporting_peers))
 
     # XIDs.
@@ -286,7 +310,6 @@ def _steps(grid: _Grid) -> _Steps:
     hung = (peer_util >= HUNG_UTIL) & (peer_tensor <= HUNG_TENSOR)
     # ... and it went dark when the hang began (within HANG_LEAD): not in the middle of a hang another node
     # caused, nor in an exporter gap that began while the job still ran.
-    index = np.arange(steps)[:, None]
     dark_since = np.maximum.accumulate(np.where(dcgm_up, index, -1), axis=0) + 1
     hung_since = np.maximum.accumulate(np.where(hung, -1, index), axis=0) + 1
     lead = max(1, round(HANG_LEAD.total_seconds() / grid.step))
@@ -313,25 +336,35 @@ def _steps(grid: _Grid) -> _Steps:
     flags["thermal_mild"] = mild.any(axis=2)
     which["thermal_mild"] = np.where(flags["thermal_mild"], np.nanargmin(np.where(mild, ratio, np.inf), axis=2), -1)
 
-    # Network: less traffic than the peers (per device, so a device the exporter misses does not count),
-    # with retransmits up; on the whole node (its median device), or on one device (a bad link or cable,
-    # which a node's median over 32 devices would hide), against the peers' median device.
+    # Network. A node's NICs need not be evenly used (NCCL may put its traffic on 4 of a p5's 32 devices, or
+    # leave one idle), so neither a node's median device nor the peers' median device is a reference: the
+    # whole node is its mean device (its total over the devices it reports, so a device the exporter misses
+    # does not count) against the peers' mean device; one device against the same device on its peers. Less
+    # traffic is `network` only with retransmits up there (over 10/s and 5 x the peers'), or, for the whole
+    # node, when its traffic is far below its peers' (under half): a node waiting for data, or using fewer
+    # devices, does neither.
     traffic = np.where(efa_has, np.nan_to_num(rx) + np.nan_to_num(tx), np.nan)
-    efa_per_device = _nanmedian(traffic, axis=2) if traffic.shape[2] else np.full((steps, n), np.nan)
-    peer_efa = peers(efa_per_device)
-    retrans_per_device = _nanmedian(retrans, axis=2)
-    peer_retrans = peers(retrans_per_device)
-    efa_ratio = efa_per_device / peer_efa
-    retrans_floor = np.maximum(RETRANS_FLOOR, RETRANS_TIMES * np.nan_to_num(peer_retrans))
-    retrans_up = retrans_per_device > retrans_floor
-    whole = ((efa_ratio < EFA_LOW) & retrans_up) | (efa_ratio < EFA_VERY_LOW)
-    device_ratio = traffic / peer_efa[..., None]
-    device_retrans_up = retrans > retrans_floor[..., None]
-    one_device = ((device_ratio < EFA_LOW) & device_retrans_up) | (device_ratio < EFA_VERY_LOW)
-    flags["network"] = judged & (whole | one_device.any(axis=2))
-    which["network"] = np.where(judged & ~whole & one_device.any(axis=2), np.argmax(one_device, axis=2), -1)
-
+    device_count = efa_has.sum(axis=2)
     efa_total = np.where(efa_up, np.nansum(np.where(efa_has, traffic, 0.0), axis=2), np.nan)
+    efa_mean = efa_total / np.maximum(device_count, 1)
+    peer_efa = peers(efa_mean)
+    retrans_has = ~np.isnan(retrans)
+    retrans_total = np.where(efa_up, np.nansum(np.nan_to_num(retrans), axis=2), np.nan)
+    retrans_mean = np.where(retrans_has.any(axis=2), retrans_total / np.maximum(retrans_has.sum(axis=2), 1), np.nan)
+    peer_retrans = peers(retrans_mean)
+    efa_ratio = efa_mean / peer_efa
+    retrans_up = retrans_mean > np.maximum(RETRANS_FLOOR, RETRANS_TIMES * np.nan_to_num(peer_retrans))
+    whole = ((efa_ratio < EFA_LOW) & retrans_up) | (efa_ratio < EFA_VERY_LOW)
+    peer_device = peers_per_device(traffic)
+    peer_device_retrans = peers_per_device(retrans)
+    device_ratio = traffic / peer_device
+    device_retrans_up = retrans > np.maximum(RETRANS_FLOOR, RETRANS_TIMES * np.nan_to_num(peer_device_retrans))
+    one_device = (device_ratio < EFA_LOW) & device_retrans_up
+    flags["network"] = judged & (whole | one_device.any(axis=2))
+    which["network"] = np.where(
+        judged & ~whole & one_device.any(axis=2), np.nanargmin(np.where(one_device, device_ratio, np.inf), axis=2), -1
+    )
+
     return _Steps(
         grid=grid,
         up=up,
@@ -347,10 +380,12 @@ def _steps(grid: _Grid) -> _Steps:
         peer_temp=peer_temp,
         efa_total=efa_total,
         traffic=traffic,
-        efa_per_device=efa_per_device,
-        peer_efa_per_device=peer_efa,
+        efa_mean=efa_mean,
+        peer_efa_mean=peer_efa,
+        peer_device=peer_device,
         peer_efa_total=peers(efa_total),
-        retrans_total=np.where(efa_up, np.nansum(np.nan_to_num(retrans), axis=2), np.nan),
+        retrans_total=retrans_total,
+        settled=settled,
         peer_count=peer_count,
     )
 
@@ -447,7 +482,7 @@ def _evidence(st: _Steps, kind: str, rows: np.ndarray, i: int, gpu: int) -> str:
     if gpu >= 0:
         device = grid.devices[gpu]
         own = _median(st.traffic[flagged, i, gpu])
-        peers = _median(st.peer_efa_per_device[flagged, i])
+        peers = _median(st.peer_device[flagged, i, gpu])
         retrans = _median(grid.efa[Signal.EFA_RETRANS][flagged, i, gpu])
         return f"EFA device {device} {_gbps(own)} vs peers {_gbps(peers)} per device, retransmits {_num(retrans)}/s"
     own = _median(st.efa_total[flagged, i])
@@ -477,7 +512,7 @@ def _chart(st: _Steps, kind: str, rows: np.ndarray, i: int, gpu: int) -> PeerCha
             node,
             times,
             tuple((st.traffic[rows, i, gpu] / 1e9).tolist()),
-            tuple((st.peer_efa_per_device[rows, i] / 1e9).tolist()),
+            tuple((st.peer_device[rows, i, gpu] / 1e9).tolist()),
         )
     if kind == "network":
         return PeerChart(
@@ -530,9 +565,9 @@ def _findings(
             if kind in ("thermal", "thermal_mild"):
                 depth = _median(st.node_clock[flagged, i, gpu] / st.peer_clock[flagged, i])
             elif kind == "network" and gpu >= 0:
-                depth = _median(st.traffic[flagged, i, gpu] / st.peer_efa_per_device[flagged, i])
+                depth = _median(st.traffic[flagged, i, gpu] / st.peer_device[flagged, i, gpu])
             elif kind == "network":
-                depth = _median(st.efa_per_device[flagged, i] / st.peer_efa_per_device[flagged, i])
+                depth = _median(st.efa_mean[flagged, i] / st.peer_efa_mean[flagged, i])
             else:
                 depth = 0.0
             first = float(st.grid.times[np.argmax(flagged)])
@@ -572,7 +607,7 @@ def _fell_from_healthy(st: _Steps, f: _Finding, episode: np.ndarray, healthy: np
         now = _median(ratio[episode & st.judged[:, i]])
         return bool(now < line * before) if not np.isnan(before) else False
     if f.kind == "network":
-        traffic = st.traffic[:, i, f.gpu] if f.gpu >= 0 else st.efa_per_device[:, i]
+        traffic = st.traffic[:, i, f.gpu] if f.gpu >= 0 else st.efa_mean[:, i]
         before = _median(traffic[healthy & st.judged[:, i]])
         now = _median(traffic[episode & st.flags["network"][:, i]])
         return bool(now < EFA_LOW * before) if not np.isnan(before) else False
@@ -605,7 +640,12 @@ def find_culprit(
     )
     lead = _rows(grid, episode_start - XID_LEAD, episode_start, inclusive=False)
     findings += _findings(st, episode | lead, share=PERSISTENT, chart_rows=chart_rows, kinds=XID_KINDS)
-    nodes_present = int(st.up[episode].any(axis=0).sum())
+    # A node that joined after the healthy window began to be settled (a replacement, a scale-up) has no
+    # healthy window: it is not blamed on comparisons, whatever its share; and since it adds a finding only
+    # by its own evidence, its coming (or going) does not make the verdict flip.
+    known = (st.up & st.settled)[healthy].any(axis=0)
+    findings = [f for f in findings if f.kind not in COMPARED_KINDS or known[grid.nodes.index(f.node)]]
+    nodes_present = int((st.up & st.settled)[episode].any(axis=0).sum())
     if nodes_present <= 2:
         findings = [f for f in findings if _fell_from_healthy(st, f, episode, healthy)]
     findings = [f for f in findings if f.kind != "thermal_mild" or _fell_from_healthy(st, f, episode, healthy)]
