@@ -449,7 +449,12 @@ ROLE = "arn:aws:iam::111111111111:role/SageMakerHyperPodExecutionRole"
 
 def test_launch_defaults_fill_what_is_not_given_and_param_overrides(shipped: TemplateSet) -> None:
     hyperpod = template(shipped, "hyperpod-p5")
-    defaults = {"execution_role_arn": ROLE, "lifecycle_s3_uri": LIFECYCLE, "count": 8, "os": "ubuntu2204"}
+    defaults: dict[str, str | int] = {
+        "execution_role_arn": ROLE,
+        "lifecycle_s3_uri": LIFECYCLE,
+        "count": 8,
+        "os": "ubuntu2204",
+    }
     params = hyperpod.resolve(hyperpod.with_defaults({}, defaults))
     assert (params["execution_role_arn"], params["lifecycle_s3_uri"], params["count"]) == (ROLE, LIFECYCLE, 8)
     assert "os" not in params  # a default of another template's parameter is not this one's
