@@ -81,7 +81,8 @@ class OrgHome:
     def attention(self) -> int:
         """How much in this org asks for a look (the admin view lists those orgs first)."""
         unhealthy = sum(1 for c in self.clusters if c.healthy < c.total)
-        return self.open_alerts + self.incidents + len(self.ending) + len(self.idle) + unhealthy
+        unread = 1 if self.capacity_error is not None else 0  # said in its section, so not among the quiet
+        return self.open_alerts + self.incidents + len(self.ending) + len(self.idle) + unhealthy + unread
 
 
 @dataclass(frozen=True)

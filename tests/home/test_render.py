@@ -124,6 +124,10 @@ def test_capacity_that_could_not_be_read_is_one_line() -> None:
     text = text_of(home_view(facts, tz=TZ))
     assert text.count("Reserved capacity could not be read.") == 1
     assert "AccessDenied" not in text
+    admin = HomeFacts(viewer=Viewer.ADMIN, user_id="U0", now=NOW, orgs=(org, OrgHome(org_id="fuji", name="Fuji")))
+    text = text_of(home_view(admin, tz=TZ))
+    assert text.count("Reserved capacity could not be read.") == 1, "an org it failed for is not among the quiet"
+    assert "*Quiet* (1)" in text
 
 
 ORG_IDS = st.from_regex(r"[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?", fullmatch=True)
