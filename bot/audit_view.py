@@ -25,6 +25,7 @@ from bot.slack.mrkdwn import code, cut, escape, visible
 CONFIRM, CANCEL = "operation_confirm", "operation_cancel"
 DELETE_OPEN, DELETE_VIEW = "delete_open", "delete_confirm"
 TRACK_VIEW, TRACK_ADD = "track_add_record", "track_add"
+LAUNCH_VIEW, LAUNCH_OPEN = "launch_form", "launch_open"  # bot.slack.launch_form
 ACK, SILENCE, UNSILENCE = "alert_ack", "alert_silence", "alert_unsilence"
 ALERT_REPLACE, ALERT_REBOOT = "alert_replace", "alert_reboot"
 KINDS = ("launch", "scale", "reboot", "replace", "delete", "stop_fleet")  # bot.clusters.progress.Kind
@@ -48,13 +49,14 @@ BUTTONS = {
     LEGACY_CANCEL: "Cancel",
     DELETE_OPEN: "Delete…",
     TRACK_ADD: "Add a record",
+    LAUNCH_OPEN: "Launch…",
     ACK: "Acknowledge",
     ALERT_REPLACE: "Replace node",
     ALERT_REBOOT: "Reboot node",
     UNSILENCE: "Unsilence",
     **{action: f"Silence {action.rsplit('_', 1)[1]} h" for action in SILENCES},
 }
-FORMS = {DELETE_VIEW: "delete", TRACK_VIEW: "add a record"}
+FORMS = {DELETE_VIEW: "delete", TRACK_VIEW: "add a record", LAUNCH_VIEW: "launch"}
 
 
 def _clicks(*action_ids: str) -> tuple[Match, ...]:
@@ -63,7 +65,7 @@ def _clicks(*action_ids: str) -> tuple[Match, ...]:
 
 
 ACTIONS: dict[str, tuple[Match, ...]] = {
-    "launch": _change("launch"),
+    "launch": _change("launch", (LAUNCH_VIEW, None), (FORM, LAUNCH_VIEW), *_clicks(LAUNCH_OPEN)),
     "scale": (*_change("scale"), *_change("stop_fleet")[1:]),  # a shrink may need the fleet stopped first
     "replace": _change("replace", (ALERT_REPLACE, None), (CLICK, ALERT_REPLACE)),
     "reboot": _change("reboot", (ALERT_REBOOT, None), (CLICK, ALERT_REBOOT)),
@@ -236,6 +238,8 @@ def describe(entry: Any, *, tz: ZoneInfo, ids: bool = False) -> AuditLine:
         }[command]
     elif command == TRACK_VIEW:
         what = "added a record with the form"
+    elif command == LAUNCH_VIEW:
+        what = "used the launch form: " + code(text.strip(), limit=TEXT_LIMIT)
     elif command == TRACK_ADD:
         what = "opened the form to add a record"
     else:  # a name this version does not know (an older or newer writer): shown as recorded
