@@ -14,9 +14,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.access import AccessPolicy
 from bot.capacity.model import Reservation
+from bot.clusters.model import Backend, Cluster, Health, Node
 from bot.config import ProgramConfig, load_program
 from bot.digest.facts import RecordKind
-from bot.home.tab import HomeTab
+from bot.home.tab import HomeTab, SweepWatch
 from bot.slack.blocks import Reply
 from bot.slack.poster import Poster
 from bot.tracking.records import RecordBook
@@ -195,3 +196,32 @@ async def test_home_links_the_last_digest_posted_in_the_coordination_channel(
     assert f"Last digest: <{link}|2026-W48>" in str(slack.home_views[ALICE]["blocks"])
     await tab.opened(GUEST)
     assert link not in str(slack.home_views[GUEST]["blocks"])  # an outsider sees no program link
+
+
+class Changes:
+    def __init__(self) -> None:
+        self.orgs: list[str | None] = []
+
+    def changed(self, org_id: str | None) -> None:
+        self.orgs.append(org_id)
+
+
+async def test_a_sweep_refreshes_an_orgs_home_only_when_its_clusters_health_or_size_changed() -> None:
+    def cluster(healthy: int, total: int = 4) -> Cluster:
+        nodes = tuple(
+            Node(
+                node_id=f"i-{n}",
+                group="gpu",
+                instance_type="p5.48xlarge",
+                status="Running",
+                health=Health.HEALTHY if n < healthy else Health.UNHEALTHY,
+            )
+            for n in range(total)
+        )
+        return Cluster(org="kumo-labs", name="dev", backend=Backend.PCLUSTER, status="CREATE_COMPLETE", nodes=nodes)
+
+    home = Changes()
+    watch = SweepWatch(home=home)  # type: ignore[arg-type]  # anything with changed(org_id)
+    for listing in ([cluster(4)], [cluster(4)], [cluster(3)], [cluster(3)], [cluster(3, 5)], []):
+        await watch.observe("kumo-labs", listing)
+    assert home.orgs == ["kumo-labs"] * 4  # first seen, a node unhealthy, a node added, the cluster gone
