@@ -4,8 +4,10 @@ sends back."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
+from zoneinfo import ZoneInfo
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -82,3 +84,22 @@ def test_a_confirmed_plan_keeps_every_line_but_its_buttons_and_says_who_confirme
     assert "Confirmed by <@U0ALICE01>. Progress is posted below." in reply.text
     assert blocks.confirmed_plan(plan_message("another"), operation) is None  # not this operation's plan
     assert blocks.confirmed_plan({"blocks": "tampered"}, operation) is None
+
+
+def test_the_audit_views_copies_of_the_forms_ids_match() -> None:
+    from bot import audit_view
+    from bot.slack.launch_form import LAUNCH_OPEN_ACTION, LAUNCH_VIEW
+
+    assert (audit_view.LAUNCH_VIEW, audit_view.LAUNCH_OPEN) == (LAUNCH_VIEW, LAUNCH_OPEN_ACTION)
+    entry = SimpleNamespace(
+        command=LAUNCH_VIEW,
+        text="launch hyperpod-p5 kumo-new --count 2",
+        detail="",
+        user_id="U0ALICE01",
+        outcome="allowed",
+        at=datetime(2026, 12, 2, tzinfo=UTC),
+    )
+    assert (
+        "used the launch form: `launch hyperpod-p5 kumo-new --count 2`"
+        in audit_view.describe(entry, tz=ZoneInfo("UTC")).what
+    )
