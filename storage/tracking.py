@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, func, or_, update
+from sqlalchemy import and_, case, delete, func, or_, text, update
 from sqlalchemy import select as sa_select
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
@@ -352,6 +352,45 @@ async def week_sample_count(session: AsyncSession, *, org_ids: Sequence[str], si
         col(ThroughputHourly.count) > 0,
     )
     return int((await session.exec(query)).one())
+
+
+async def window_sample_counts(
+    session: AsyncSession, *, org_ids: Sequence[str], windows: Sequence[tuple[datetime, datetime]]
+) -> list[int]:
+    """`week_sample_count` of each window [since, until), in one query over their span (meant for windows side
+    by side: a week and the one before it), from the count index alone."""
+    if not windows:
+        return []
+    hour, count = col(ThroughputHourly.hour), col(ThroughputHourly.count)
+    which = case(
+        *[(and_(hour >= since, hour < until), index) for index, (since, until) in enumerate(windows)], else_=-1
+    ).label("week_index")
+    query = (
+        select(which, func.sum(count))
+        .where(
+            col(ThroughputHourly.org_id).in_(org_ids),
+            hour >= min(since for since, _ in windows),
+            hour < max(until for _, until in windows),
+            count > 0,
+        )
+        .group_by(text("week_index"))
+    )
+    sums = {int(index): int(total) for index, total in (await session.exec(query)).all()}
+    return [sums.get(index, 0) for index in range(len(windows))]
+
+
+async def job_week_medians_of(
+    session: AsyncSession, *, org_ids: Sequence[str], windows: Sequence[tuple[datetime, datetime]]
+) -> dict[tuple[datetime, datetime], list[JobWeekMedian]]:
+    """The stored medians of several weeks (by their UTC bounds) for those orgs, in one query, by week."""
+    query = select(JobWeekMedian).where(
+        col(JobWeekMedian.week_start).in_([since for since, _ in windows]), col(JobWeekMedian.org_id).in_(org_ids)
+    )
+    by_week: dict[tuple[datetime, datetime], list[JobWeekMedian]] = {window: [] for window in windows}
+    for row in (await session.exec(query)).all():
+        if (row.week_start, row.week_end) in by_week:
+            by_week[(row.week_start, row.week_end)].append(row)
+    return by_week
 
 
 async def job_week_medians(

@@ -27,7 +27,7 @@ from bot.digest.facts import (
     StateChange,
     Week,
 )
-from bot.digest.medians import job_medians
+from bot.digest.medians import weeks_medians
 from bot.digest.weeks import previous_week
 from storage import crud, tracking
 from storage.db import Database
@@ -169,8 +169,9 @@ async def gather(
         operations = await tracking.operations_finished(session, org_ids=ids, since=since, until=until)
         idle = await tracking.idle_episodes(session, org_ids=ids, since=since, until=until)
         if rates_week is not None:
-            this = await job_medians(session, org_ids=ids, week=rates_week, now=now)
-            last = await job_medians(session, org_ids=ids, week=previous_week(rates_week), now=now)
+            this, last = await weeks_medians(
+                session, org_ids=ids, weeks=[rates_week, previous_week(rates_week)], now=now
+            )
             rates = [
                 JobRate(org_id=o, cluster_name=c, job=j, this_week=this.get((o, c, j)), last_week=last.get((o, c, j)))
                 for o, c, j in sorted(this.keys() | last.keys())

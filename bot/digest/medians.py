@@ -94,3 +94,24 @@ async def job_medians(
     )
     medians.update({key: median for key, (median, _, _) in fresh.items()})
     return medians
+
+
+async def weeks_medians(
+    session: AsyncSession, *, org_ids: Sequence[str], weeks: Sequence[Week], now: datetime
+) -> list[dict[JobKey, float]]:
+    """`job_medians` of several weeks (a digest's week and the one before), the usual case answered by two
+    queries for all of them: the finished weeks' counts, and their stored medians. A week running, or whose
+    count changed, goes through `job_medians`."""
+    finished = [week for week in weeks if week.end <= now]
+    windows = [(week.start, week.end) for week in finished]
+    counts = await tracking.window_sample_counts(session, org_ids=org_ids, windows=windows)
+    totals = dict(zip(windows, counts, strict=True))
+    stored = await tracking.job_week_medians_of(session, org_ids=org_ids, windows=windows) if windows else {}
+    answers = []
+    for week in weeks:
+        rows = stored.get((week.start, week.end))
+        if rows is not None and sum(row.samples for row in rows) == totals[(week.start, week.end)]:
+            answers.append({(row.org_id, row.cluster, row.job): row.median for row in rows})
+        else:
+            answers.append(await job_medians(session, org_ids=org_ids, week=week, now=now))
+    return answers
