@@ -352,12 +352,14 @@ def _steps(grid: _Grid) -> _Steps:
     retrans_total = np.where(efa_up, np.nansum(np.nan_to_num(retrans), axis=2), np.nan)
     retrans_mean = np.where(retrans_has.any(axis=2), retrans_total / np.maximum(retrans_has.sum(axis=2), 1), np.nan)
     peer_retrans = peers(retrans_mean)
-    efa_ratio = efa_mean / peer_efa
+    with np.errstate(divide="ignore", invalid="ignore"):
+        efa_ratio = efa_mean / peer_efa
     retrans_up = retrans_mean > np.maximum(RETRANS_FLOOR, RETRANS_TIMES * np.nan_to_num(peer_retrans))
     whole = ((efa_ratio < EFA_LOW) & retrans_up) | (efa_ratio < EFA_VERY_LOW)
     peer_device = peers_per_device(traffic)
     peer_device_retrans = peers_per_device(retrans)
-    device_ratio = traffic / peer_device
+    with np.errstate(divide="ignore", invalid="ignore"):  # a device idle here and on the peers: no ratio
+        device_ratio = traffic / peer_device
     device_retrans_up = retrans > np.maximum(RETRANS_FLOOR, RETRANS_TIMES * np.nan_to_num(peer_device_retrans))
     one_device = (device_ratio < EFA_LOW) & device_retrans_up
     flags["network"] = judged & (whole | one_device.any(axis=2))

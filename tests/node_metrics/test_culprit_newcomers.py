@@ -60,7 +60,9 @@ def joined(metrics: ClusterMetrics, joins: dict[str, float], *, ramp: float = 30
 
 
 def replace_values(s: Series, times: np.ndarray, values: np.ndarray) -> Series:
-    return Series(signal=s.signal, node=s.node, device=s.device, times=tuple(times.tolist()), values=tuple(values.tolist()))
+    return Series(
+        signal=s.signal, node=s.node, device=s.device, times=tuple(times.tolist()), values=tuple(values.tolist())
+    )
 
 
 def culprit(metrics: ClusterMetrics, *, end: float, start: float = STALL) -> Verdict:
@@ -187,5 +189,5 @@ def test_nodes_joining_around_a_slowdown_never_take_the_blame(
     assert not any(set(suspects) & set(JOINERS) for _, suspects in with_them), with_them
     assert with_them == alone
     expected = {None: (Cause.UNKNOWN, ()), Cause.INPUT: (Cause.INPUT, ())}.get(cause, (cause, (culprit_node,)))
-    assert set(with_them) == {expected}, with_them  # type: ignore[arg-type]
+    assert set(with_them) == {expected}, with_them
     assert not any(e.node in JOINERS for e in faulty_episodes(metrics))
