@@ -722,20 +722,35 @@ async def claim_unposted(session: AsyncSession, *, episode_id: int) -> bool:
     return bool(result.rowcount)
 
 
-async def latest_rollup_minutes(session: AsyncSession, *, org_id: str, since: datetime) -> dict[str, datetime]:
-    """The newest one-minute rollup per cluster of one org from `since` on: a cluster's last throughput after
-    its raw samples were pruned (the idle-accelerator check's look back past the raw retention)."""
-    newest = func.max(ThroughputRollup.minute)
-    query = (
-        select(ThroughputRollup.cluster, newest)
-        .where(col(ThroughputRollup.org_id) == org_id, col(ThroughputRollup.minute) >= since)
-        .group_by(col(ThroughputRollup.cluster))
-    )
-    found: dict[str, datetime] = {}
-    for cluster, minute in (await session.exec(query)).all():
-        if minute is not None:  # aware UTC on both databases, as in latest_sample_times
-            found[cluster] = minute.replace(tzinfo=UTC) if minute.tzinfo is None else minute.astimezone(UTC)
-    return found
+async def latest_activity(session: AsyncSession, *, org_id: str, cluster: str, since: datetime) -> datetime | None:
+    """When any job of one cluster last reported from `since` on: its newest raw sample (events included),
+    else its newest one-minute rollup's end (rollups outlive the raw retention); None when neither. Read per
+    cluster on the samples' (org, cluster, job, ts) index, so an idle cluster costs a short range each time
+    (the idle check passes the open notice's start, or the cluster's launch)."""
+    newest_ts = (
+        await session.exec(
+            select(func.max(ThroughputSample.ts)).where(
+                col(ThroughputSample.org_id) == org_id,
+                col(ThroughputSample.cluster) == cluster,
+                col(ThroughputSample.ts) >= since,
+            )
+        )
+    ).first()
+    if newest_ts is None:
+        minute = (
+            await session.exec(
+                select(func.max(ThroughputRollup.minute)).where(
+                    col(ThroughputRollup.org_id) == org_id,
+                    col(ThroughputRollup.cluster) == cluster,
+                    col(ThroughputRollup.minute) >= since,
+                )
+            )
+        ).first()
+        newest_ts = minute + timedelta(minutes=1) if minute is not None else None
+    if newest_ts is None:
+        return None
+    # max() hands back what the driver gives (SQLite: no zone), as in latest_sample_times: aware UTC here.
+    return newest_ts.replace(tzinfo=UTC) if newest_ts.tzinfo is None else newest_ts.astimezone(UTC)
 
 
 async def claim_escalation(session: AsyncSession, *, episode_id: int, at: datetime) -> bool:
