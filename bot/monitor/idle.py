@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -215,7 +215,8 @@ class IdleMonitor:
             return changed
         busy = {r.cluster_name for r in rows if r.kind == JOB}
         floor = now - self._look_back
-        activity = await self._last_activity(org_id, floor, [c for c in clusters if c.name not in busy])
+        watched = [c for c in clusters if c.name not in busy]
+        activity = await self._last_activity(org_id, now - after, floor, watched, mine)
         changed = 0
         for cluster in clusters:
             key = (cluster.backend.value, cluster.name)
@@ -232,21 +233,38 @@ class IdleMonitor:
             changed += await self._close(row, now, status=idle_kind.RELEASED, note=note)
         return changed
 
-    async def _last_activity(self, org_id: str, floor: datetime, clusters: Sequence[Cluster]) -> dict[str, datetime]:
-        """The newest sample (or rollup minute) per cluster of the org since `floor`."""
-        if not any(is_accelerator(n.instance_type) for c in clusters for n in c.nodes):
+    async def _last_activity(
+        self,
+        org_id: str,
+        recent: datetime,
+        floor: datetime,
+        clusters: Sequence[Cluster],
+        open_rows: Mapping[tuple[str, str], Episode],
+    ) -> dict[str, datetime]:
+        """The newest sample (or rollup minute) per cluster of the org: one read of the org's last `after`
+        (a busy cluster reported in it), then, for each accelerator cluster that did not, one read of that
+        cluster alone since its open notice began (a job reporting closes it), else since its nodes' launch
+        (never before `floor`). So an idle cluster costs a short range at each sweep, not its history."""
+        accelerated = [c for c in clusters if any(is_accelerator(n.instance_type) for n in c.nodes)]
+        if not accelerated:
             return {}
+        found: dict[str, datetime] = {}
         async with self._desk.db.session() as session:
-            latest = await crud.latest_sample_times(session, org_id=org_id, since=floor)
-            found: dict[str, datetime] = {}
-            for (cluster, _job), ts in latest.items():
-                found[cluster] = max(ts, found.get(cluster, ts))
-            wanted = {c.name for c in clusters} - set(found)
-            if wanted:
-                rolled = await crud.latest_rollup_minutes(session, org_id=org_id, since=floor)
-                for cluster, minute in rolled.items():
-                    if cluster in wanted:
-                        found[cluster] = minute + timedelta(minutes=1)  # the rollup covers its whole minute
+            for (name, _job), ts in (await crud.latest_sample_times(session, org_id=org_id, since=recent)).items():
+                found[name] = max(ts, found.get(name, ts))
+            for cluster in accelerated:
+                if cluster.name in found:
+                    continue
+                row = open_rows.get((cluster.backend.value, cluster.name))
+                launched = [n.launch_time for n in cluster.nodes if n.launch_time is not None]
+                start = min(launched) if launched else cluster.created
+                if row is not None:
+                    since = row.failing_since or row.opened_at
+                else:
+                    since = max(floor, start) if start is not None else floor
+                last = await crud.latest_activity(session, org_id=org_id, cluster=cluster.name, since=since)
+                if last is not None:
+                    found[cluster.name] = last
         return found
 
     async def _apply(
