@@ -30,7 +30,7 @@ from sandbox.slack import LocalSlack, Message
 from sandbox.world import EXAMPLE_PROGRAM
 from storage import crud
 from storage.db import Database
-from storage.models import Episode, ThroughputSample
+from storage.models import Episode, ThroughputRollup, ThroughputSample
 
 T0 = datetime(2026, 11, 30, 0, 0, tzinfo=UTC)
 TOKEN = "xoxb-test-token"
@@ -312,3 +312,23 @@ async def test_two_replicas_post_one_notice_and_a_cluster_gone_closes_it(
     assert await pair[1].observe(KUMO, []) == 1, "a complete listing without it: the cluster is gone"
     [row] = await stored(db)
     assert (row.state, row.status) == ("closed", idle_kind.RELEASED)
+
+
+async def test_a_cluster_whose_raw_samples_were_pruned_is_idle_since_its_last_rollup(
+    pair: list[IdleMonitor], db: Database
+) -> None:
+    """The raw samples are kept 14 days, the one-minute rollups longer: the last rollup's minute dates it."""
+    last_minute = T0 + timedelta(hours=1)
+    async with db.session() as session:
+        session.add(
+            ThroughputRollup(
+                org_id=KUMO, cluster="kumo-p5-dev", job="sft", minute=last_minute, count=2, total=2e5, min=1e5, max=1e5
+            )
+        )
+        await session.commit()
+    at(pair[0], T0 + timedelta(hours=2, minutes=30))
+    assert await pair[0].observe(KUMO, [dev_cluster()]) == 0, "idle 1 h 29 min since the rollup's end: not yet"
+    at(pair[0], T0 + timedelta(hours=3, minutes=1))
+    assert await pair[0].observe(KUMO, [dev_cluster()]) == 1
+    [row] = await stored(db)
+    assert row.failing_since == last_minute + timedelta(minutes=1)
