@@ -352,6 +352,10 @@ class UsageObservers:
     def __init__(self, *observers: UsageObserver) -> None:
         self._observers = observers
 
+    @property
+    def observers(self) -> tuple[UsageObserver, ...]:
+        return self._observers
+
     async def observe(self, org_id: str, clusters: Sequence[Cluster]) -> int:
         changed = 0
         for observer in self._observers:

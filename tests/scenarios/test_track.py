@@ -13,6 +13,7 @@ from sqlmodel import select
 from bot.clusters.model import Backend, Cluster, Health, Node
 from bot.config import ProgramConfig
 from bot.digest.ledger import UsageLedger
+from bot.monitor.idle import UsageObservers
 from sandbox.world import Sandbox
 from storage import tracking
 from storage.models import AuditEntry, ClusterState, QuotaNotice, TrackRecord
@@ -255,8 +256,9 @@ async def test_quota_notices_come_once_per_crossing_and_not_at_every_one_node_di
     """Quota 10: at 10 the org is told once; dips to 9 (replacements) and back say nothing more; only after
     dropping below 9 (90%) may 100% be announced again, and below 7 (70%) the 80% notice."""
     services = tight_quota.pitcrew.services
-    ledger = services.monitor._ledger
-    assert isinstance(ledger, UsageLedger)
+    observers = services.monitor._ledger
+    assert isinstance(observers, UsageObservers)
+    ledger = next(o for o in observers.observers if isinstance(o, UsageLedger))
     told = [await ledger.observe("kumo-labs", [p5_cluster(n)]) for n in (10, 9, 10, 9, 10, 8, 10, 6, 8)]
     assert told == [1, 0, 0, 0, 0, 0, 1, 0, 1]
     async with services.db.session() as session:
