@@ -95,7 +95,7 @@ class LaunchCluster:
 
 @dataclass(frozen=True)
 class LaunchForm:
-    """`/cluster launch` with no template or name: the launch form (a modal) instead."""
+    """`/cluster launch` with no template or name (`--org ORG` at most): the launch form (a modal) instead."""
 
     org: str | None = None
 
@@ -218,6 +218,8 @@ def _launch(args: Args) -> LaunchCluster | LaunchForm:
     usage = args.usage
     if not args.words:
         return LaunchForm()
+    if len(args.words) == 2 and args.words[0] == "--org" and ORG_ID.fullmatch(args.words[1]):
+        return LaunchForm(org=args.words[1])  # the form for another org (an admin's, say)
     positional: list[str] = []
     count: int | None = None
     org: str | None = None
