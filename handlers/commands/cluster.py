@@ -131,8 +131,8 @@ async def _launch_form(call: Call, parsed: LaunchForm) -> Answer:
     org_id = parsed.org or services.access.default_org(user_id=user_id, channel_id=channel_id)
     if org_id is None:
         error = UsageError(
-            "Say which org the cluster is for: run `/cluster launch` in the org's channel, or give "
-            "`/cluster launch TEMPLATE NAME --org ORG`.",
+            "Say which org the cluster is for: `/cluster launch --org ORG` opens its launch form, "
+            "`/cluster launch TEMPLATE NAME --org ORG` plans in one line.",
             call.spec.usage,
         )
         return Answer(blocks.usage_error(error), Outcome.INVALID, detail=error.message)

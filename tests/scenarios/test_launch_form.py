@@ -19,7 +19,7 @@ from sandbox.world import Sandbox
 from storage import crud
 from storage.models import Operation
 from tests.conftest import SeededAws
-from tests.scenarios.conftest import ask, body
+from tests.scenarios.conftest import ADMIN, COORDINATION, ask, body
 from tests.waiting import wait_for
 
 ALICE, BOB, HANA = "U0ALICE01", "U0BOB0001", "U0HANA001"
@@ -162,3 +162,20 @@ async def test_the_home_tabs_launch_button_opens_the_form_for_its_org(sandbox: S
     assert response.status_code == 200
     view = await sandbox.slack.wait_for_view(user_id=ALICE, callback_id="launch_form")
     assert '"org_id": "kumo-labs"' in view["private_metadata"]
+
+
+async def test_an_admin_names_the_org_and_the_plan_goes_where_the_form_was_opened(sandbox: Sandbox) -> None:
+    told = await ask(sandbox, user=ADMIN, channel=COORDINATION, text="launch")
+    assert "`/cluster launch --org ORG` opens its launch form" in body(told) and not sandbox.slack.user_views(ADMIN)
+    await ask(sandbox, user=ADMIN, channel=COORDINATION, text="launch --org fuji-ml")
+    view = await sandbox.slack.wait_for_view(user_id=ADMIN, callback_id="launch_form")
+    assert inputs(view)["param_execution_role_arn"]["initial_value"].startswith("arn:aws:iam::333333333333:")
+    values = {"name": {"value": "fuji-full"}, "count": {"value": "1"}}
+    await sandbox.slack.submit_view(user_id=ADMIN, view_id=view["id"], values=values)
+    # fuji-ml holds all 24 of its P5 quota: over quota, said under the count.
+    assert "Over quota: p5.48xlarge: held 24" in sandbox.slack.open_views[view["id"]]["errors"]["count"]
+    values = {"template": {"value": "hyperpod-trn1"}, "name": {"value": "fuji-trn"}, "count": {"value": "2"}}
+    await sandbox.slack.submit_view(user_id=ADMIN, view_id=view["id"], values=values)  # shows trn1's parameters
+    await sandbox.slack.submit_view(user_id=ADMIN, view_id=view["id"], values={"name": {"value": "fuji-trn"}})
+    plan = await sandbox.slack.wait_for(lambda m: "Plan: fuji-trn from hyperpod-trn1" in str(m.blocks))
+    assert plan.channel == COORDINATION and "Confirm launch" in str(plan.blocks)
