@@ -30,7 +30,7 @@ async def open_track_modal_callback(
         reason = access.decide(user_id=user_id, action=Action.OPERATE, org_id=None).reason
         if access.is_known(user_id):
             reason = "Your role lets you read tracking records, not write them; an operator of your org can."
-        await services.poster.respond(body["response_url"], blocks.refusal(reason))
+        await _tell(services, body, user_id, blocks.refusal(reason))
         return
     preselected = str(body["actions"][0].get("value") or "")[:40]
     channel_id = (body.get("channel") or {}).get("id", "")
@@ -44,4 +44,14 @@ async def open_track_modal_callback(
     except Exception:  # an expired trigger (over 3 s): say so rather than fail silently
         logger.exception("opening the track modal failed")
         message = "Slack did not open the form in time; press the button again."
-        await services.poster.respond(body["response_url"], blocks.problem(message))
+        await _tell(services, body, user_id, blocks.problem(message))
+
+
+async def _tell(services: Services, body: dict[str, Any], user_id: str, reply: blocks.Reply) -> None:
+    """Answer the clicker: in place for a click on a message; a click in the Home tab has no response URL,
+    so there the answer goes to their DM with Pitcrew."""
+    response_url = body.get("response_url")
+    if isinstance(response_url, str) and response_url:
+        await services.poster.respond(response_url, reply)
+    else:
+        await services.poster.post(channel=await services.poster.open_dm(user_id), reply=reply)

@@ -194,3 +194,21 @@ async def test_the_sandboxs_home_shows_the_capacity_block_ending_tomorrow_and_th
     admin = text_of(sandbox.slack.home_views[ADMIN])
     assert "*Kumo Labs* (`kumo-labs`)" in admin and "1 reservation ending in 48 h" in admin
     assert "hoshi-vision-p5-plan" not in admin  # the training plan ends in 6 days: not within 48 h
+
+
+async def test_add_a_record_pressed_from_home_by_a_viewer_is_refused_in_their_dm(sandbox: Sandbox) -> None:
+    """A click in the Home tab has no response URL: the refusal goes to the viewer's DM with Pitcrew, and no
+    form opens. A viewer's Home has no such button; a Home published while Bob was still an operator would
+    (here: Alice's view, shown to Bob)."""
+    await open_home(sandbox, BOB)
+    sandbox.slack.home_views[BOB]["blocks"] = (await open_home(sandbox, ALICE))["blocks"]
+    response = await sandbox.slack.click_home(user_id=BOB, action_id="track_add", value="kumo-labs")
+    assert response.status_code == 200, response.text
+    dm = sandbox.slack._dm_id(BOB)
+
+    def refusal() -> str | None:
+        texts = [m.text for m in sandbox.slack.channel_messages(dm, visible_to=BOB)]
+        return next((t for t in texts if "read tracking records" in t), None)
+
+    assert "not write them" in await wait_for(refusal, what="the refusal in Bob's DM")
+    assert not [v for v in sandbox.slack.open_views.values() if v.get("callback_id") == "track_add_record"]
