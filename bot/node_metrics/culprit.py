@@ -302,7 +302,9 @@ def _steps(grid: _Grid) -> _Steps:
     count_float = np.where(dcgm_up, gpu_count, np.nan).astype(float)
     peer_count = _peer_median(count_float)
     enough = gpu_count >= 0.5 * np.nan_to_num(peer_count, nan=0.0)
-    gone = dcgm_up[..., None] & ~has & (seen_before | hole | ((peers_report >= 0.5) & (n > 1) & enough[..., None]))
+    # (A node in its warm-up may still be bringing its GPUs up: there, only a GPU that reported and left.)
+    missing = hole | ((peers_report >= 0.5) & (n > 1) & enough[..., None])
+    gone = dcgm_up[..., None] & ~has & (seen_before | (missing & settled[..., None]))
     # Or every GPU of the node gone (XID 79 can take the driver, and the DCGM exporter, with it) while the
     # node itself is still there (its EFA reports) and the job hangs: its peers spin at full utilization with
     # no tensor activity. An exporter restart in a healthy job is not that: the peers keep working.

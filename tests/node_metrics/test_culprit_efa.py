@@ -146,7 +146,8 @@ def pattern(count: int, kind: str, rng: np.random.Generator) -> np.ndarray:
         k = int(rng.integers(1, max(count // 2, 1) + 1))
         return used_on(count, sorted(rng.choice(count, size=k, replace=False).tolist()))
     if kind == "one_idle" and count > 1:
-        return used_on(count, [d for d in range(count) if d != int(rng.integers(count))])
+        idle = int(rng.integers(count))
+        return used_on(count, [d for d in range(count) if d != idle])
     weights = rng.dirichlet(np.full(count, 0.5)) * count  # skewed: some devices far busier than others
     return weights
 

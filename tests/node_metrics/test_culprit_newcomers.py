@@ -191,3 +191,38 @@ def test_nodes_joining_around_a_slowdown_never_take_the_blame(
     expected = {None: (Cause.UNKNOWN, ()), Cause.INPUT: (Cause.INPUT, ())}.get(cause, (cause, (culprit_node,)))
     assert set(with_them) == {expected}, with_them
     assert not any(e.node in JOINERS for e in faulty_episodes(metrics))
+
+
+def test_a_newcomer_bringing_its_gpus_up_is_not_missing_one_but_one_that_never_comes_is() -> None:
+    """A node's DCGM exporter may report its GPUs one by one for its first minute: no GPU is gone. A
+    replacement that never reports GPU 6 (fallen off the bus before it joined) is a GPU fault once settled."""
+    sim = stalled_cluster(Injected(cause=Cause.INPUT, node=None, start=STALL, end=None, severity=0.5))
+    join = STALL + 60
+    metrics = joined(sim.series(start=T0, end=STALL + 1800), {JOINERS[0]: join})
+
+    def without(node: str, gpu: str, *, until: float) -> ClusterMetrics:
+        series = []
+        for s in metrics.series:
+            if s.node == node and s.device == gpu and not s.signal.is_counter:
+                kept = [(t, v) for t, v in zip(s.times, s.values, strict=True) if t >= until]
+                if not kept:
+                    continue
+                s = replace_values(s, np.array([t for t, _ in kept]), np.array([v for _, v in kept]))
+            series.append(s)
+        return ClusterMetrics(
+            cluster=metrics.cluster,
+            start=metrics.start,
+            end=metrics.end,
+            step_seconds=metrics.step_seconds,
+            series=tuple(series),
+        )
+
+    slow_start = without(JOINERS[0], "6", until=join + 90)
+    for minute in (2, 3, 10):
+        assert JOINERS[0] not in culprit(slow_start, end=STALL + 60 * minute).suspects
+    assert not any(e.node == JOINERS[0] for e in faulty_episodes(slow_start))
+    never = without(JOINERS[0], "6", until=STALL + 7200)
+    verdict = culprit(never, end=STALL + 15 * 60)
+    assert (verdict.cause, verdict.suspects[:1]) == (Cause.GPU, (JOINERS[0],)), verdict
+    assert verdict.evidence == "GPU 6 missing (peers report 8)"
+    assert [(e.node, e.cause) for e in faulty_episodes(never)] == [(JOINERS[0], Cause.GPU)]
