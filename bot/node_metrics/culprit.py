@@ -6,6 +6,10 @@ reference), so a checkpoint or an evaluation, where every node idles together, m
 node and blames nobody. A node is judged only at steps where it and at least two peers (one, with two
 nodes) are at work, so the second a node enters a pause before the others is no divergence either.
 Missing samples (an exporter restart, a node that has left or not yet joined) are simply not judged.
+A node that joins inside the data (a replacement, a scale-up) warms up for 5 minutes from its first sample
+(its EFA counters start from zero, rate() has no value and then a partial one, NCCL connects): over that
+stretch it is no peer and is not compared (only a GPU that reported and left counts as gone); a node there
+from the data's first step is taken as settled.
 
 What a node shows, per step:
 
@@ -18,20 +22,28 @@ What a node shows, per step:
   application's and blame no node;
 - `thermal`: a working GPU's SM clock below 0.9 of its peers' median clock (in an episode, also below 0.95
   of it when its median ratio to its peers fell as far against the healthy window);
-- `network`: the node's EFA traffic (rx + tx; its median device, or any one device, so one bad link among
-  32 shows) below 0.85 of its peers' median device with retransmits up there (over 10/s per device and 5
-  times its peers'), or below half of it whatever the retransmits.
+- `network`: the node's EFA traffic (rx + tx) below 0.85 of its peers' with retransmits up there (over 10/s
+  per device and 5 times its peers'): the whole node as its mean device (its total over the devices it
+  reports: NICs need not be evenly used, NCCL may use 4 of a p5's 32) against the peers' mean device, with
+  its mean retransmits; or one device (so one bad link among 32 shows) against the same device on its
+  peers, with that device's retransmits. Without retransmits, only a whole node below half of its peers'
+  traffic; a device idle, or a node using fewer devices, is none.
 
 `find_culprit` names the nodes that show one of these over at least a third of the episode's judged steps
 (a healthy node shows next to none; an XID on one sample is enough: it is a discrete event, and one in the 5
 minutes before the episode's start counts, since the throughput episode starts after its trigger), most
 likely first: a fresh GPU fault, then a fresh memory XID, then thermal, then network, then XIDs that were
-already there throughout the healthy window. When no node diverges and every node's utilization is down
+already there throughout the healthy window. A node with no settled sample in the healthy window (one that
+joined during the episode, or just before it) is named on its XIDs and GPUs only: thermal and network are
+comparisons it cannot have (naming it on its warm-up made the verdict flip as it warmed up); the
+faulty-node check judges it once it is settled. When no node diverges and every node's utilization is down
 against the healthy window (steps where every node idles, checkpoints and the job down, left out of both;
 a job idle over most of the episode is not running, not starved for data), the cause is `input`;
 otherwise `unknown`. What it cannot tell: a throttle under 5 % (under 10 % for a faulty node, which has no
-healthy window), a link under 15 % slower or without retransmits, a fault on half the cluster (the median is
-then no longer healthy), peers of another instance type under the same cluster label (compared as alike).
+healthy window), a link under 15 % slower or without retransmits (unless the node's traffic is under half
+of its peers'), one device degraded that carries a larger share on its node than on its peers yet stays
+above theirs, a fault on half the cluster (the median is then no longer healthy), peers of another
+instance type under the same cluster label (compared as alike).
 
 Tiny clusters. With two nodes the "peers' median" is the other node; every rule above is one-sided (slower,
 less traffic, an XID), so the healthy node of the two is never the one below; `find_culprit` also requires a
