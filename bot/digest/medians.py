@@ -2,8 +2,10 @@
 
 A digest compares every job's median of hourly means in its week with the week before. Taking them from the
 hourly rollups means reading every job-hour of both weeks (200 k rows at 100 orgs, 2 s of the build); a
-finished week's medians are stored instead (`job_week_medians`), the first time a digest reads the week, and
-read back as 600 rows afterwards.
+finished week's medians are stored instead (`job_week_medians`) and read back as 600 rows: the leader's
+digest catch-up stores each week minutes after it ends (`WeeklyDigest.keep_medians`), and a digest stores
+any finished week it finds missing (so nothing is backfilled by the migration: a week's bounds are in the
+program timezone, which the database does not know, and a digest only ever reads its week and the one before).
 
 A finished week can still change: ingest accepts samples up to `PITCREW_THROUGHPUT_RAW_DAYS` late (a job that
 buffered them through an outage). So each stored median keeps the sum of the hourly counts it was computed
