@@ -23,9 +23,9 @@ What a node shows, per step:
 - `thermal`: a working GPU's SM clock below 0.9 of its peers' median clock (in an episode, also below 0.95
   of it when its median ratio to its peers fell as far against the healthy window);
 - `network`: the node's EFA traffic (rx + tx) below 0.85 of its peers' with retransmits up there (over 10/s
-  per device and 5 times its peers'): the whole node as its mean device (its total over the devices it
+  and 5 times its peers'): the whole node as its mean device (its total over the devices it
   reports: NICs need not be evenly used, NCCL may use 4 of a p5's 32) against the peers' mean device, with
-  its mean retransmits; or one device (so one bad link among 32 shows) against the same device on its
+  its total retransmits against theirs; or one device (so one bad link among 32 shows) against the same device on its
   peers, with that device's retransmits. Without retransmits, only a whole node below half of its peers'
   traffic; a device idle, or a node using fewer devices, is none.
 
@@ -362,13 +362,13 @@ def _steps(grid: _Grid) -> _Steps:
     efa_total = np.where(efa_up, np.nansum(np.where(efa_has, traffic, 0.0), axis=2), np.nan)
     efa_mean = efa_total / np.maximum(device_count, 1)
     peer_efa = peers(efa_mean)
-    retrans_has = ~np.isnan(retrans)
-    retrans_total = np.where(efa_up, np.nansum(np.nan_to_num(retrans), axis=2), np.nan)
-    retrans_mean = np.where(retrans_has.any(axis=2), retrans_total / np.maximum(retrans_has.sum(axis=2), 1), np.nan)
-    peer_retrans = peers(retrans_mean)
+    # The whole node's retransmits are its total (they come on the devices that carry traffic: a mean over
+    # 32 devices, 4 of them used, would hide them) against its peers' total.
+    retrans_total = np.where(efa_up & ~np.isnan(retrans).all(axis=2), np.nansum(np.nan_to_num(retrans), axis=2), np.nan)
+    peer_retrans = peers(retrans_total)
     with np.errstate(divide="ignore", invalid="ignore"):
         efa_ratio = efa_mean / peer_efa
-    retrans_up = retrans_mean > np.maximum(RETRANS_FLOOR, RETRANS_TIMES * np.nan_to_num(peer_retrans))
+    retrans_up = retrans_total > np.maximum(RETRANS_FLOOR, RETRANS_TIMES * np.nan_to_num(peer_retrans))
     whole = ((efa_ratio < EFA_LOW) & retrans_up) | (efa_ratio < EFA_VERY_LOW)
     peer_device = peers_per_device(traffic)
     peer_device_retrans = peers_per_device(retrans)

@@ -116,6 +116,35 @@ def test_a_degraded_node_on_unevenly_used_nics_is_still_network() -> None:
     assert [(e.node, e.cause) for e in faulty_episodes(metrics)] == [(NODES[0], Cause.NETWORK)]
 
 
+def test_retransmits_on_the_few_devices_a_node_uses_count_for_the_whole_node() -> None:
+    """A node on 4 of its 32 devices (its peers on all 32), all of its traffic down to 60 % of its peers', 40
+    retransmits/s on each of the four (none on the idle ones): over 32 devices that is 5/s each, but the
+    node's 160/s against its peers' 13/s is retransmits up: `network`, the whole node."""
+    shares = {NODES[2]: used_on(32, [1, 9, 17, 25])}
+    fault = Injected(cause=Cause.NETWORK, node=NODES[2], start=EPISODE, end=None, severity=0.5)
+    metrics = uneven(simulated(fault, count=32), shares)
+    used = {f"rdmap{k}s{k}" for k in (1, 9, 17, 25)}
+    series = tuple(
+        Series(
+            signal=s.signal,
+            node=s.node,
+            device=s.device,
+            times=s.times,
+            values=tuple(v * (40 / 180 if s.device in used else 0.0) for v in s.values),
+        )
+        if s.node == NODES[2] and s.signal is Signal.EFA_RETRANS
+        else s
+        for s in metrics.series
+    )
+    metrics = ClusterMetrics(
+        cluster=metrics.cluster, start=metrics.start, end=metrics.end, step_seconds=metrics.step_seconds, series=series
+    )
+    verdict = culprit(metrics)
+    assert (verdict.cause, verdict.suspects) == (Cause.NETWORK, (NODES[2],)), verdict
+    assert verdict.evidence.startswith("EFA ") and not verdict.evidence.startswith("EFA device")
+    assert [(e.node, e.cause) for e in faulty_episodes(metrics)] == [(NODES[2], Cause.NETWORK)]
+
+
 def test_one_bad_device_is_compared_with_the_same_device_on_its_peers() -> None:
     """Every node carries most of its traffic on 4 of 32 devices; one of those four degrades on one node with
     retransmits: named, device and all. The node's idle devices are not 'below' anything."""
