@@ -29,6 +29,7 @@ from sandbox.training import TrainingSimulator, sandbox_jobs
 from sandbox.world import Sandbox, run_sandbox
 from storage.models import utcnow
 from tests.conftest import SeededAws, migrated_sqlite
+from tests.waiting import wait_for
 
 ALICE = "U0ALICE01"
 KUMO = "C0KUMOLAB"
@@ -248,8 +249,13 @@ async def test_the_history_pauses_the_job_exactly_while_its_nodes_idle_at_a_chec
             middle = (start + (end - start) / 2).timestamp()
             for when, idle in ((middle, True), (start.timestamp() - 300, False)):
                 query = {"query": f"avg({Signal.GPU_UTIL.value})", "time": when}
-                answer = await prom.get("/api/v1/query", params=query)
-                utilization = float(answer.json()["data"]["result"][0]["value"][1])
+
+                async def utilization_at(query: dict[str, Any] = query) -> float | None:
+                    result = (await prom.get("/api/v1/query", params=query)).json()["data"]["result"]
+                    return float(result[0]["value"][1]) if result else None
+
+                # Prometheus may not have taken in that stretch of history yet on a loaded machine (once: empty)
+                utilization = await wait_for(utilization_at, what=f"Prometheus's answer at {when}")
                 assert (utilization < 10) is idle, (when, utilization)
 
 
