@@ -35,18 +35,23 @@ from handlers.views.launch import form_view
 from storage.models import Outcome
 
 
+def _orgs_meant(call: Call, target: str | None) -> list[str] | Answer:
+    """The orgs a listing is about: none named, the channel's org or one's own; `all`, every org one may see
+    (every org for an admin); an org named, that org, or the refusal that says what exists."""
+    services, user_id = call.services, call.user_id
+    if target is None:
+        return services.access.default_orgs(user_id=user_id, channel_id=call.channel_id)
+    if target == "all":
+        return services.access.visible_orgs(user_id)  # narrowed for non-admins
+    refused = org_refusal(services, user_id=user_id, action=Action.VIEW, org_id=target)
+    return refused if refused else [target]
+
+
 async def _list(call: Call, parsed: ListClusters) -> Answer:
-    services, user_id, channel_id = call.services, call.user_id, call.channel_id
-    access = services.access
-    if parsed.target is None:
-        org_ids = access.default_orgs(user_id=user_id, channel_id=channel_id)
-    elif parsed.target == "all":
-        org_ids = access.visible_orgs(user_id)  # narrowed for non-admins
-    else:
-        refused = org_refusal(services, user_id=user_id, action=Action.VIEW, org_id=parsed.target)
-        if refused:
-            return refused
-        org_ids = [parsed.target]
+    services = call.services
+    org_ids = _orgs_meant(call, parsed.target)
+    if isinstance(org_ids, Answer):
+        return org_ids
     results = await services.fleet.list_orgs(org_ids)
     # Recording what was seen (fresh from AWS, not from the cache) must not delay the reply.
     services.spawn(services.remember([c for r in results if not r.cached for c in r.clusters]))
@@ -56,17 +61,10 @@ async def _list(call: Call, parsed: ListClusters) -> Answer:
 
 async def _capacity(call: Call, parsed: ListCapacity) -> Answer:
     """Reserved capacity of the org(s) meant, as `/cluster list` picks them (admins: `all`; others their own)."""
-    services, user_id, channel_id = call.services, call.user_id, call.channel_id
-    access = services.access
-    if parsed.target is None:
-        org_ids = access.default_orgs(user_id=user_id, channel_id=channel_id)
-    elif parsed.target == "all":
-        org_ids = access.visible_orgs(user_id)  # narrowed for non-admins
-    else:
-        refused = org_refusal(services, user_id=user_id, action=Action.VIEW, org_id=parsed.target)
-        if refused:
-            return refused
-        org_ids = [parsed.target]
+    services = call.services
+    org_ids = _orgs_meant(call, parsed.target)
+    if isinstance(org_ids, Answer):
+        return org_ids
     if services.capacity is None:
         return Answer(blocks.problem("Reserved capacity is not available in this Pitcrew."), Outcome.FAILED)
     results = await services.capacity.many(org_ids)
