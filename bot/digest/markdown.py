@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo
 
 from bot.clusters.model import Backend
 from bot.digest.facts import Record, TrackingDoc, UsageLine
+from bot.digest.render import hours_text
 
 _HISTORY_LABEL = {
     "note": "note",
@@ -117,16 +118,12 @@ def _instances(counts: Mapping[str, int]) -> str:
     return ", ".join(f"{n:,} x {t}" for n, t in items) or "none"
 
 
-def _hours(value: float) -> str:
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.1f}".removesuffix(".0")
-
-
 def _usage_row(line: UsageLine) -> tuple[str, ...]:
     if line.quota is None:
-        return line.instance_type, _hours(line.instance_hours), "not under quota", ""
-    quota_hours = _hours(line.quota_hours) if line.quota_hours is not None else ""
+        return line.instance_type, hours_text(line.instance_hours), "not under quota", ""
+    quota_hours = hours_text(line.quota_hours) if line.quota_hours is not None else ""
     share = f"{line.share * 100:.0f}%" if line.share is not None else ""
-    return line.instance_type, _hours(line.instance_hours), quota_hours, share
+    return line.instance_type, hours_text(line.instance_hours), quota_hours, share
 
 
 def _newest_first(records: Iterable[Record]) -> list[Record]:

@@ -80,7 +80,7 @@ _KIND = {  # icon and label of a record kind, and of the other kinds of history 
 # ------------------------------------------------------------------------------------------------ formatting
 
 
-def _hours(value: float) -> str:
+def hours_text(value: float) -> str:
     """Instance-hours: whole numbers with separators from 100 up ("2,150"), one decimal below ("12.5")."""
     if abs(value) >= 100:
         return f"{value:,.0f}"
@@ -156,17 +156,17 @@ def _record_line(record: Record, tz: ZoneInfo, *, kind: bool = True) -> str:
 def _usage_line(line: UsageLine) -> str:
     kind = f"*{escape(line.instance_type)}*"
     if line.quota is None:
-        return f"• {kind}: {_hours(line.instance_hours)} instance-hours (not under quota)"
+        return f"• {kind}: {hours_text(line.instance_hours)} instance-hours (not under quota)"
     if line.quota_hours is None or line.share is None:
-        return f"• {kind}: {_hours(line.instance_hours)} instance-hours · quota {line.quota:,} instances"
+        return f"• {kind}: {hours_text(line.instance_hours)} instance-hours · quota {line.quota:,} instances"
     return (
-        f"• {kind}: {_hours(line.instance_hours)} of {_hours(line.quota_hours)} quota-hours "
+        f"• {kind}: {hours_text(line.instance_hours)} of {hours_text(line.quota_hours)} quota-hours "
         f"(*{_percent(line.share)}*) · quota {line.quota:,} instances"
     )
 
 
 def _usage_fallback(usage: Sequence[UsageLine]) -> str:
-    return _hours(sum(u.instance_hours for u in usage))
+    return hours_text(sum(u.instance_hours for u in usage))
 
 
 # ------------------------------------------------------------------------------------------------ fitting
@@ -276,17 +276,19 @@ def digest_summary(digest: ProgramDigest) -> list[Reply]:
         "*Instance-hours:* "
         + (
             ", ".join(
-                f"{_hours(h)} {t}"
+                f"{hours_text(h)} {t}"
                 for t, h in sorted(totals.instance_hours_by_type.items(), key=lambda item: (-item[1], item[0]))
             )
             or "none"
         ),
-        f"*Node failures:* {totals.failures:,} · {_hours(totals.gpu_hours_lost)} GPU-hours lost",
+        f"*Node failures:* {totals.failures:,} · {hours_text(totals.gpu_hours_lost)} GPU-hours lost",
         f"*Throughput episodes* (stalls and slowdowns): {totals.stalls:,}",
         f"*Open incidents:* {totals.incidents_open:,} · *milestones reached:* {totals.milestones:,}",
     ]
     if totals.idle_instance_hours > 0:
-        figures.append(f"*Idle accelerators:* {_hours(totals.idle_instance_hours)} instance-hours with no job running")
+        figures.append(
+            f"*Idle accelerators:* {hours_text(totals.idle_instance_hours)} instance-hours with no job running"
+        )
     body: list[Block] = [context(f"{_date_range(week)} ({week.tz.key})"), section("\n".join(figures))]
 
     if digest.attention:
@@ -336,16 +338,18 @@ def _org_overview(org: OrgSection) -> str:
         return f"• *{escape(org.name)}*: quiet"
     return (
         f"• *{escape(org.name)}*: {_plural(len(org.clusters), 'cluster')} · "
-        f"{_hours(sum(u.instance_hours for u in org.usage))} instance-hours · "
+        f"{hours_text(sum(u.instance_hours for u in org.usage))} instance-hours · "
         f"{_plural(org.failures.count, 'node failure')} · {_plural(len(org.incidents_open), 'incident')} open"
-        + (f" · {_hours(sum(org.idle_hours.values()))} idle instance-hours" if org.idle_hours else "")
+        + (f" · {hours_text(sum(org.idle_hours.values()))} idle instance-hours" if org.idle_hours else "")
     )
 
 
 def idle_line(idle_hours: Mapping[str, float]) -> str:
     """An org's idle accelerator instance-hours of the week, by type."""
-    by_type = ", ".join(f"{_hours(h)} {escape(t)}" for t, h in sorted(idle_hours.items(), key=lambda i: (-i[1], i[0])))
-    return f"*Idle accelerators:* {_hours(sum(idle_hours.values()))} instance-hours with no job running ({by_type})"
+    by_type = ", ".join(
+        f"{hours_text(h)} {escape(t)}" for t, h in sorted(idle_hours.items(), key=lambda i: (-i[1], i[0]))
+    )
+    return f"*Idle accelerators:* {hours_text(sum(idle_hours.values()))} instance-hours with no job running ({by_type})"
 
 
 def org_digest(section: OrgSection, *, week: Week, program_name: str) -> list[Reply]:
@@ -418,7 +422,7 @@ def _failure_lines(failures: FailureSummary) -> list[str]:
     )
     lines = [
         f"*Node failures:* {failures.count:,} · {failures.recovered:,} recovered{mttr} · "
-        f"{_hours(failures.gpu_hours_lost)} GPU-hours lost ({_hours(failures.node_hours_lost)} node-hours) · "
+        f"{hours_text(failures.gpu_hours_lost)} GPU-hours lost ({hours_text(failures.node_hours_lost)} node-hours) · "
         f"{failures.still_open:,} still open"
     ]
     if failures.repeated:

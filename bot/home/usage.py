@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 from bot.config import ProgramConfig
 from bot.digest.compute import instance_hours, usage_lines
 from bot.digest.facts import StateChange, UsageLine
+from bot.digest.render import hours_text
 from bot.slack.blocks import Block, Reply, context, escape, fit, header, section, sections, when
 from storage import tracking
 from storage.db import Database
@@ -56,20 +57,13 @@ async def program_usage(db: Database, *, program: ProgramConfig, since: datetime
     ]
 
 
-def _hours(value: float) -> str:
-    if abs(value) >= 100:
-        return f"{value:,.0f}"
-    text = f"{value:,.1f}"
-    return text[:-2] if text.endswith(".0") else text
-
-
 def _line(line: UsageLine) -> str:
     kind = escape(line.instance_type)
     if line.quota is None or line.quota_hours is None:
-        return f"{kind} {_hours(line.instance_hours)} h (no quota)"
+        return f"{kind} {hours_text(line.instance_hours)} h (no quota)"
     share = f"{line.share * 100:.0f}%" if line.share is not None else "n/a"
     mark = " :warning:" if line.share is not None and line.share >= WARN_SHARE else ""
-    return f"{kind} {_hours(line.instance_hours)} of {_hours(line.quota_hours)} quota-hours (*{share}*){mark}"
+    return f"{kind} {hours_text(line.instance_hours)} of {hours_text(line.quota_hours)} quota-hours (*{share}*){mark}"
 
 
 def usage_all_reply(usage: Sequence[OrgUsage], *, weeks: int, since: datetime, tz: ZoneInfo) -> Reply:
