@@ -31,6 +31,7 @@ from bot.resources import shipped_templates
 ORG_ID_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$"
 USER_ID_PATTERN = r"^[UW][A-Z0-9]{2,20}$"
 CHANNEL_ID_PATTERN = r"^[CGD][A-Z0-9]{2,20}$"
+TEAM_ID_PATTERN = r"^[TE][A-Z0-9]{2,20}$"
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 LAUNCH_PARAMETER_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"  # a template parameter's name (orgs[].launch keys)
 
@@ -112,6 +113,7 @@ def _check_timezone(value: str) -> str:
 MemberRole = Annotated[Literal["operator", "viewer"], BeforeValidator(_check_role)]
 UserId = Annotated[str, Field(pattern=USER_ID_PATTERN)]
 ChannelId = Annotated[str, Field(pattern=CHANNEL_ID_PATTERN)]
+TeamId = Annotated[str, Field(pattern=TEAM_ID_PATTERN)]  # a Slack workspace (T...) or Enterprise Grid org (E...)
 TimeZoneName = Annotated[str, AfterValidator(_check_timezone)]
 # A launch default: a string (up to a long ARN or URI) or a whole number, as a template parameter takes it.
 LaunchValue = Annotated[str, Field(min_length=1, max_length=2048)] | Annotated[int, Field(strict=True, ge=0)]
@@ -196,6 +198,9 @@ class OrgConfig(_Strict):
     # used by every template that declares the parameter; `--param` overrides. The names are checked
     # against the templates' parameters by `pitcrew check-config` (bot.clusters.templates.check_launch_defaults).
     launch: dict[Annotated[str, Field(pattern=LAUNCH_PARAMETER_PATTERN)], LaunchValue] = Field(default_factory=dict)
+    # Slack Connect: the org's own workspace(s). When listed, its members are accepted only from these teams or
+    # from the workspace Pitcrew is installed in; the same user id from any other team is nobody (bot.access).
+    slack_teams: list[TeamId] = Field(default_factory=list)
 
     @field_validator("quota")
     @classmethod

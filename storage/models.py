@@ -100,6 +100,11 @@ class AuditEntry(SQLModel, table=True):
     text: str = _text(1000)
     outcome: str = _text(16)
     detail: str = _text(2000, default="")
+    # The actor's Slack workspace (Slack Connect members come from their own); None for rows from before it
+    # was recorded, and for what no person did.
+    team_id: str | None = _text(24, default=None)
+    via: str = _text(16, default="")  # how the command came: "slash", "mention", "dm"; "" for clicks and forms
+
 
 
 class OperationStatus(StrEnum):
@@ -249,7 +254,8 @@ class Lease(SQLModel, table=True):
 
 
 class EventSeen(SQLModel, table=True):
-    """Ids of events already handled (EventBridge via SQS delivers at least once, to any replica)."""
+    """Ids of events already handled: EventBridge via SQS delivers at least once, to any replica, and Slack
+    retries an Events API delivery it thinks was lost (ids `slack:Ev…`, bot.transports)."""
 
     __tablename__ = "events_seen"
 

@@ -1,0 +1,31 @@
+"""Who is acting right now: the Slack workspace (team) of the person whose request is being answered.
+
+Identity across Slack Connect is (team, user): an org engineer in their own workspace has a user id that the
+program file lists, but Pitcrew accepts it only from the teams the org names (bot.access). The team is set once
+per Slack request by the identity middleware (handlers.identity) and read here by the access rules and the audit
+log, so every decision and every audit row, in the listener and in work it spawns, sees the same actor without
+each call passing it along. Outside a request (monitors, the digest) there is no actor: None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+_TEAM: ContextVar[str | None] = ContextVar("pitcrew_actor_team", default=None)
+
+
+def current_team() -> str | None:
+    """The acting person's team id, or None outside a Slack request (or when Slack did not say)."""
+    return _TEAM.get()
+
+
+@contextmanager
+def acting_from(team_id: str | None) -> Iterator[None]:
+    """Within the block (and tasks started in it), the actor's team is `team_id`."""
+    token = _TEAM.set(team_id or None)
+    try:
+        yield
+    finally:
+        _TEAM.reset(token)
