@@ -2,12 +2,16 @@
 delivered to the bot's events URL signed exactly as Slack signs them, and the bot's answers applied."""
 
 import asyncio
+import base64
 import hashlib
 import json
 import logging
+import re
 import secrets
 import time
+import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
@@ -43,8 +47,27 @@ STATE_FIELDS = {
 }
 
 
+# What Slack's mrkdwn-escaped text holds between < and >: a user, a channel, a special mention or a link.
+_ANGLE = re.compile(r"<([^<>]*)>")
+
+
+@dataclass
+class EventDelivery:
+    """One Events API delivery: the bot's answer, and what a retry (redeliver) sends again."""
+
+    response: httpx.Response
+    event_id: str
+    ts: str
+    body: str
+
+
 class UserDriver(Workspace):
     """What a person does in Slack, as the HTTP requests Slack sends the bot for it."""
+
+    @property
+    def bot_mention(self) -> str:
+        """How a mention of the bot appears in the text Slack sends: `<@U0PITCREW>`."""
+        return f"<@{self.bot_user_id}>"
 
     async def send_command(
         self,
@@ -238,17 +261,125 @@ class UserDriver(Workspace):
         }
         if user_id in self.home_views:
             event["view"] = self.home_views[user_id]
-        envelope = {
+        envelope = self._event_envelope(event, event_id=new_event_id(), team_id=self.team_id)
+        return await self._deliver(json.dumps(envelope), timestamp=None, signing_secret=None, json_body=True)
+
+    async def send_mention(
+        self,
+        *,
+        user_id: str,
+        channel_id: str,
+        text: str,
+        thread_ts: str | None = None,
+        event_id: str | None = None,
+        shared_envelope: bool = False,
+    ) -> EventDelivery:
+        """`user_id` posts `text` in `channel_id` (in the thread `thread_ts` if given) mentioning the bot: the
+        message appears in the channel and Slack delivers `app_mention`. `text` is as Slack sends it, with the
+        bot written `<@U…>` (see bot_mention).
+
+        `shared_envelope=True` builds the other shape Slack sends for some shared-channel events: envelope
+        `team_id` and `event.team` are the actor's team, and there is no `user_team` / `source_team`.
+        """
+        ts = self._post_user_message(
+            user_id=user_id, channel_id=channel_id, text=text, thread_ts=thread_ts, via="mention"
+        )
+        team = self.team_of(user_id)
+        event: dict[str, Any] = {
+            "client_msg_id": str(uuid.uuid4()),
+            "type": "app_mention",
+            "text": text,
+            "user": user_id,
+            "ts": ts,
+            "blocks": [rich_text_block(text)],
+            "team": team,
+            "user_team": team,
+            "source_team": team,
+            "channel": channel_id,
+            "event_ts": ts,
+        }
+        if thread_ts:
+            event["thread_ts"] = thread_ts
+        if shared_envelope:
+            del event["user_team"], event["source_team"]
+        return await self.send_event(event, event_id=event_id, team_id=team if shared_envelope else None)
+
+    async def send_dm(
+        self, *, user_id: str, text: str, event_id: str | None = None, thread_ts: str | None = None
+    ) -> EventDelivery:
+        """`user_id` writes `text` in their direct message with the bot: a `message` event with
+        `channel_type: im` (what the `message.im` subscription delivers)."""
+        channel_id = self._dm_id(user_id)
+        ts = self._post_user_message(user_id=user_id, channel_id=channel_id, text=text, thread_ts=thread_ts, via="dm")
+        team = self.team_of(user_id)
+        event: dict[str, Any] = {
+            "client_msg_id": str(uuid.uuid4()),
+            "type": "message",
+            "text": text,
+            "user": user_id,
+            "ts": ts,
+            "blocks": [rich_text_block(text)],
+            "team": team,
+            "user_team": team,
+            "source_team": team,
+            "channel": channel_id,
+            "event_ts": ts,
+            "channel_type": "im",
+        }
+        if thread_ts:
+            event["thread_ts"] = thread_ts
+        return await self.send_event(event, event_id=event_id)
+
+    async def send_event(
+        self, event: dict[str, Any], *, event_id: str | None = None, team_id: str | None = None
+    ) -> EventDelivery:
+        """Deliver any event (message_changed, bot_message, ...) in an Events API envelope, signed; `team_id`
+        is the envelope's team (the host team unless given)."""
+        envelope = self._event_envelope(event, event_id=event_id or new_event_id(), team_id=team_id or self.team_id)
+        body = json.dumps(envelope)
+        response = await self._deliver(body, timestamp=None, signing_secret=None, json_body=True)
+        return EventDelivery(response=response, event_id=envelope["event_id"], ts=str(event.get("ts", "")), body=body)
+
+    async def redeliver(
+        self, delivery: EventDelivery, *, retry_num: int = 1, reason: str = "http_timeout"
+    ) -> httpx.Response:
+        """Send the same event again as Slack retries one it thinks was not received: the same body (same
+        event_id), freshly signed, with `X-Slack-Retry-Num` and `X-Slack-Retry-Reason`."""
+        return await self._deliver(
+            delivery.body,
+            timestamp=None,
+            signing_secret=None,
+            json_body=True,
+            headers={"X-Slack-Retry-Num": str(retry_num), "X-Slack-Retry-Reason": reason},
+        )
+
+    def _event_envelope(self, event: dict[str, Any], *, event_id: str, team_id: str) -> dict[str, Any]:
+        """The Events API `event_callback` envelope around `event`, as Slack sends it to the app."""
+        user = event.get("user")
+        channel = str(event.get("channel") or "")
+        external = isinstance(user, str) and user in self.users and self.is_external(user)
+        return {
             "token": VERIFICATION_TOKEN,
-            "team_id": self.team_id,
+            "team_id": team_id,
             "api_app_id": API_APP_ID,
             "event": event,
             "type": "event_callback",
-            "event_id": f"Ev{secrets.token_hex(5).upper()}",
+            "event_id": event_id,
             "event_time": int(self.clock()),
+            # The installation the event is for: always ours, whoever acted.
             "authorizations": [{"team_id": self.team_id, "user_id": self.bot_user_id, "is_bot": True}],
+            "is_ext_shared_channel": external,
+            "event_context": event_context(str(event.get("type", "")), team_id, channel),
         }
-        return await self._deliver(json.dumps(envelope), timestamp=None, signing_secret=None, json_body=True)
+
+    def _post_user_message(self, *, user_id: str, channel_id: str, text: str, thread_ts: str | None, via: str) -> str:
+        """A person's message, visible to everyone in the channel (the DM: only that person); its ts."""
+        if user_id not in self.users:
+            raise ValueError(f"no user {user_id!r} in the workspace")
+        channel = self._resolve_channel(channel_id)
+        message = Message(ts=self._next_ts(), channel=channel, user=user_id, text=text, thread_ts=thread_ts, via=via)
+        self._add_message(message)
+        return message.ts
 
     async def click_home(self, *, user_id: str, action_id: str, value: str | None = None) -> httpx.Response:
         """Click the button `action_id` in `user_id`'s Home view: a `block_actions` from a view container, which
@@ -300,19 +431,26 @@ class UserDriver(Workspace):
         return self._http
 
     async def _deliver(
-        self, body: str, *, timestamp: int | None, signing_secret: str | None, json_body: bool = False
+        self,
+        body: str,
+        *,
+        timestamp: int | None,
+        signing_secret: str | None,
+        json_body: bool = False,
+        headers: Mapping[str, str] | None = None,
     ) -> httpx.Response:
         if not self.events_url:
             raise RuntimeError("LocalSlack.events_url is not set; point it at the bot's /slack/events URL")
-        headers = signed_headers(
+        sent = signed_headers(
             body,
             secret=signing_secret if signing_secret is not None else self.signing_secret,
             timestamp=timestamp if timestamp is not None else int(self.clock()),
         )
         if json_body:  # an Events API delivery
-            headers["Content-Type"] = "application/json"
+            sent["Content-Type"] = "application/json"
+        sent.update(headers or {})
         started = time.monotonic()
-        response = await self._client().post(self.events_url, content=body.encode(), headers=headers)
+        response = await self._client().post(self.events_url, content=body.encode(), headers=sent)
         elapsed = time.monotonic() - started
         if elapsed > ACK_DEADLINE_SECONDS:
             logger.warning("bot took %.1fs to ack; real Slack gives up after 3s (operation_timeout)", elapsed)
@@ -400,6 +538,52 @@ class UserDriver(Workspace):
         # Slack keeps the modal open and shows a generic connection error; say what was wrong here.
         stored["response_error"] = problem
         logger.warning("view_submission answer for %s not accepted: %s", stored["id"], problem)
+
+
+def new_event_id() -> str:
+    return f"Ev{secrets.token_hex(5).upper()}"
+
+
+def event_context(event_type: str, team_id: str, channel: str) -> str:
+    """An opaque `event_context` shaped like Slack's ("4-" + base64 of a small JSON)."""
+    raw = json.dumps({"et": event_type, "tid": team_id, "aid": API_APP_ID, "cid": channel}, separators=(",", ":"))
+    return "4-" + base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def rich_text_block(text: str) -> dict[str, Any]:
+    """The `rich_text` block Slack's client attaches to a typed message: user and channel mentions,
+    links and plain text, as separate elements."""
+    elements: list[dict[str, Any]] = []
+    position = 0
+    for match in _ANGLE.finditer(text):
+        if match.start() > position:
+            elements.append({"type": "text", "text": unescape(text[position : match.start()])})
+        inner = match.group(1)
+        target, _, label = inner.partition("|")
+        if target.startswith("@"):
+            elements.append({"type": "user", "user_id": target[1:]})
+        elif target.startswith("#"):
+            elements.append({"type": "channel", "channel_id": target[1:]})
+        elif target.startswith("!"):
+            elements.append({"type": "broadcast", "range": target[1:]})
+        else:
+            link: dict[str, Any] = {"type": "link", "url": target}
+            if label:
+                link["text"] = unescape(label)
+            elements.append(link)
+        position = match.end()
+    if position < len(text):
+        elements.append({"type": "text", "text": unescape(text[position:])})
+    return {
+        "type": "rich_text",
+        "block_id": hashlib.sha1(text.encode()).hexdigest()[:5],
+        "elements": [{"type": "rich_text_section", "elements": elements}],
+    }
+
+
+def unescape(text: str) -> str:
+    """Slack escapes &, < and > in message text; rich_text elements hold the characters themselves."""
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
 def signed_headers(body: str, *, secret: str, timestamp: int) -> dict[str, str]:

@@ -85,7 +85,7 @@ class WebApi(Workspace):
     def _auth_test(self, params: dict[str, Any]) -> dict[str, Any]:
         return {
             "url": f"https://{TEAM_DOMAIN}.slack.com/",
-            "team": "Pitcrew (local)",
+            "team": self.team_name(self.team_id),
             "user": self.bot_name,
             "team_id": self.team_id,
             "user_id": self.bot_user_id,
@@ -246,7 +246,7 @@ class WebApi(Workspace):
         name = self.bot_name if user_id == self.bot_user_id else self.users[user_id]
         return {
             "id": user_id,
-            "team_id": self.team_id,
+            "team_id": self.team_of(user_id),  # a Slack Connect member's own team, as Slack answers
             "name": self._user_handle(user_id) if user_id != self.bot_user_id else self.bot_name,
             "real_name": name,
             "deleted": False,

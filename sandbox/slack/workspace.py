@@ -23,6 +23,8 @@ VERIFICATION_TOKEN = "pitcrewlocalverificationtoken"
 API_APP_ID = "A0PITCREW"
 BOT_ID = "B0PITCREW"
 TEAM_DOMAIN = "pitcrew-local"
+# The name of the workspace Pitcrew is installed in (auth.test `team`, the console's header).
+HOST_TEAM_NAME = "Pitcrew (local)"
 
 # Slack's documented response_url limits: 5 uses within 30 minutes.
 RESPONSE_URL_MAX_USES = 5
@@ -132,6 +134,8 @@ class Workspace:
         bot_user_id: str = "U0PITCREW",
         base_url: str = "",
         clock: Callable[[], float] = time.time,
+        user_teams: Mapping[str, str] | None = None,
+        teams: Mapping[str, str] | None = None,
     ) -> None:
         self.signing_secret = signing_secret
         self.bot_token = bot_token
@@ -144,6 +148,10 @@ class Workspace:
         self.bot_user_id = bot_user_id
         self.bot_name = "pitcrew"
         self.clock = clock
+        # Slack Connect: a user listed here belongs to another workspace (team) joined to this one's
+        # shared channels; everyone else belongs to `team_id`. `teams` names each team for people.
+        self.user_teams: dict[str, str] = dict(user_teams or {})
+        self.teams: dict[str, str] = {team_id: HOST_TEAM_NAME, **(teams or {})}
 
         self.messages: list[Message] = []
         self.calls: list[ApiCall] = []
@@ -168,6 +176,17 @@ class Workspace:
     def api_url(self) -> str:
         """What SLACK_API_URL (the WebClient's base_url) should be set to."""
         return f"{self.base_url}/api/"
+
+    def team_of(self, user_id: str) -> str:
+        """The team (workspace) `user_id` belongs to: their own, which for a Slack Connect member is not ours."""
+        return self.user_teams.get(user_id, self.team_id)
+
+    def is_external(self, user_id: str) -> bool:
+        """Whether `user_id` is a Slack Connect member from another workspace (no slash commands of ours)."""
+        return self.team_of(user_id) != self.team_id
+
+    def team_name(self, team_id: str) -> str:
+        return self.teams.get(team_id, team_id)
 
     def channel_messages(self, channel: str, *, visible_to: str | None = None) -> list[Message]:
         """Messages in `channel`, in order; with `visible_to`, only those that user would see."""
@@ -325,7 +344,8 @@ class Workspace:
     def _user_ref(self, user_id: str) -> dict[str, str]:
         """The `user` object of interaction payloads."""
         handle = self._user_handle(user_id)
-        return {"id": user_id, "username": handle, "name": handle, "team_id": self.team_id}
+        # Slack sends the user's own team here, so for a Slack Connect member it is not the host team.
+        return {"id": user_id, "username": handle, "name": handle, "team_id": self.team_of(user_id)}
 
     def _user_handle(self, user_id: str) -> str:
         name = self.users.get(user_id, user_id)
@@ -346,7 +366,7 @@ class Workspace:
             "user": message.user,
             "ts": message.ts,
             "text": message.text,
-            "team": self.team_id,
+            "team": self.team_of(message.user),
         }
         if message.user == self.bot_user_id:
             data.update(bot_id=BOT_ID, app_id=API_APP_ID)
