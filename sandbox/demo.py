@@ -61,6 +61,7 @@ def welcome(sandbox: Sandbox) -> blocks.Reply:
         _launch_line(sandbox),
         f"• as *{sandbox.slack.users[operator]}* in #{first.id}: `/cluster scale kumo-p5-train worker-group-1 34`, "
         "`/cluster replace kumo-p5-train NODE` (a node id from `/cluster nodes`), `/cluster delete kumo-p5-dev`",
+        *_external_lines(sandbox),
         "• *Fail a node* (left, under Sandbox): the node monitor posts an alert in the org's channel and a line "
         f"here within {SWEEP_SECONDS} s; press Acknowledge, Replace node or Silence on it",
         "• *Hang a job* / *Slow a job* (under Sandbox): a simulated training job stops or slows; within about "
@@ -85,6 +86,22 @@ def welcome(sandbox: Sandbox) -> blocks.Reply:
         text=f"Pitcrew sandbox: {program.name}",
         blocks=[blocks.header("Welcome to the Pitcrew sandbox"), *blocks.sections(lines)],
     )
+
+
+def _external_lines(sandbox: Sandbox) -> list[str]:
+    """What to try as an org engineer in their own workspace (Slack Connect), if the program has one."""
+    slack = sandbox.slack
+    for org in sandbox.program.orgs:
+        external = [user for user, role in org.members.items() if role == "operator" and slack.is_external(user)]
+        if external:
+            name, team = slack.users[external[0]], slack.team_name(slack.team_of(external[0]))
+            return [
+                f"• as *{name}* in #{org.id} (in {team}, joined through Slack Connect): `/cluster` is not a command "
+                "there, as in Slack; write `@Pitcrew cluster list`, `@Pitcrew cluster scale kumo-p5-train "
+                "worker-group-1 34` and press Confirm in the thread, or open *Direct message with Pitcrew* and "
+                "write `cluster status kumo-p5-train`"
+            ]
+    return []
 
 
 def _culprit_line(sandbox: Sandbox) -> str:

@@ -36,6 +36,12 @@ log = logging.getLogger(__name__)
 EXAMPLE_PROGRAM = example_program()
 SIGNING_SECRET = "sandbox-signing-secret"
 BOT_TOKEN = "xoxb-sandbox-token"
+# Slack Connect in the sandbox: Kumo Labs' engineers in their own workspace, members of #kumo-labs through a
+# shared channel. Which workspace a person is in is Slack's knowledge, not the program file's (it lists only the
+# teams an org accepts), so the sandbox says it here.
+KUMO_TEAM = "T0KUMOLAB"
+SANDBOX_TEAMS = {KUMO_TEAM: "Kumo Labs' own Slack"}
+EXTERNAL_MEMBERS = {"U0KOJI001": KUMO_TEAM, "U0MIO0001": KUMO_TEAM}
 SANDBOX_AWS_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
@@ -80,11 +86,20 @@ def workspace_people(program: ProgramConfig) -> tuple[dict[str, str], dict[str, 
     users = {user: display_name(user) + " (program admin)" for user in program.admins}
     for org in program.orgs:
         for user, role in org.members.items():
-            users.setdefault(user, f"{display_name(user)} ({org.id} {role})")
+            team = EXTERNAL_MEMBERS.get(user)
+            where = f", {SANDBOX_TEAMS[team]}" if team else ""
+            users.setdefault(user, f"{display_name(user)} ({org.id} {role}{where})")
     users["U0GUEST01"] = "guest (no org)"
     channels = {program.coordination_channel: "program-coordination"}
     channels.update({org.channel: org.id for org in program.orgs})
     return users, channels
+
+
+def workspace_teams(program: ProgramConfig) -> tuple[dict[str, str], dict[str, str]]:
+    """(user id -> team, team -> name) for the program's people from other workspaces (Slack Connect)."""
+    people = set(program.admins) | {user for org in program.orgs for user in org.members}
+    user_teams = {user: team for user, team in EXTERNAL_MEMBERS.items() if user in people}
+    return user_teams, {team: SANDBOX_TEAMS[team] for team in set(user_teams.values())}
 
 
 @dataclass
@@ -164,6 +179,9 @@ async def run_sandbox(
             users, channels = workspace_people(program)
             slack.users.update(users)
             slack.channels.update(channels)
+            user_teams, teams = workspace_teams(program)
+            slack.user_teams.update(user_teams)
+            slack.teams.update(teams)
             slack.base_url = world_url
             settings = Settings(
                 slack_bot_token=BOT_TOKEN,

@@ -5,7 +5,8 @@ import json
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
@@ -17,8 +18,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from bot.config import load_program
 from sandbox.asgi_server import serve_asgi
+from sandbox.demo import welcome
+from sandbox.faults import Controls
 from sandbox.slack import LocalSlack
+from sandbox.world import EXAMPLE_PROGRAM, Sandbox, workspace_people, workspace_teams
 
 SECRET = "test-signing-secret"
 TOKEN = "xoxb-test-token"
@@ -310,3 +315,22 @@ async def test_bolt_reads_the_actor_from_both_envelopes(slack: LocalSlack, clien
     assert seen == [(KUMO, TARO, None), (KUMO, TARO, None), (KUMO, TARO, "im")]
     threaded = [m for m in slack.channel_messages(OPS) if m.text == "on it"]
     assert [m.thread_ts for m in threaded] == [first.ts, second.ts]
+
+
+def test_sandbox_has_kumo_labs_own_workspace() -> None:
+    program = load_program(EXAMPLE_PROGRAM)
+    users, _channels = workspace_people(program)
+    user_teams, teams = workspace_teams(program)
+    assert user_teams == {"U0KOJI001": KUMO, "U0MIO0001": KUMO}
+    assert teams == {KUMO: "Kumo Labs' own Slack"}
+    assert [o.slack_teams for o in program.orgs if o.id == "kumo-labs"] == [[KUMO]]
+    assert users["U0KOJI001"] == "koji (kumo-labs operator, Kumo Labs' own Slack)"
+    assert users["U0ALICE01"] == "alice (kumo-labs operator)"
+
+    slack = LocalSlack(
+        signing_secret=SECRET, bot_token=TOKEN, users=users, channels={}, user_teams=user_teams, teams=teams
+    )
+    world = cast(Sandbox, SimpleNamespace(program=program, slack=slack, controls=Controls()))
+    text = "\n".join(block["text"]["text"] for block in welcome(world).blocks if block.get("type") == "section")
+    assert "as *koji (kumo-labs operator, Kumo Labs' own Slack)* in #kumo-labs" in text
+    assert "`@Pitcrew cluster list`" in text
