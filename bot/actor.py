@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import Any
 
 _TEAM: ContextVar[str | None] = ContextVar("pitcrew_actor_team", default=None)
 
@@ -29,3 +30,23 @@ def acting_from(team_id: str | None) -> Iterator[None]:
         yield
     finally:
         _TEAM.reset(token)
+
+
+def _text(value: Any) -> str | None:
+    return value[:24] if isinstance(value, str) and value else None
+
+
+def actor_team(body: dict[str, Any]) -> str | None:
+    """The acting person's team in a Slack request body: `user_team` on events (else the event's `team`, which
+    Slack sets to the actor's in shared channels, else the envelope's), `user.team_id` on clicks and forms,
+    `team_id` on slash commands (only the installed workspace's members can use its slash commands)."""
+    event = body.get("event")
+    if body.get("type") == "event_callback" and isinstance(event, dict):
+        return _text(event.get("user_team")) or _text(event.get("team")) or _text(body.get("team_id"))
+    user = body.get("user")
+    if isinstance(user, dict) and _text(user.get("team_id")):
+        return _text(user.get("team_id"))
+    team = body.get("team")
+    if isinstance(team, dict) and _text(team.get("id")):
+        return _text(team.get("id"))
+    return _text(body.get("team_id"))

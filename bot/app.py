@@ -20,12 +20,14 @@ from slack_bolt.context.async_context import AsyncBoltContext
 from slack_bolt.request.async_internals import build_async_context
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
+from sqlalchemy import text
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from bot.access import AccessPolicy
+from bot.actor import acting_from, actor_team
 from bot.alerts.desk import AlertDesk
 from bot.alerts.escalation import Escalation
 from bot.audit import AuditLog
@@ -65,6 +67,9 @@ log = logging.getLogger(__name__)
 # default 5 ms switch interval the event loop, which must ack Slack within 3 s, waits behind them.
 # 1 ms halved the p99 ack latency under load (bench/ack_latency.py, docs/benchmarks.md).
 GIL_SWITCH_SECONDS = 0.001
+# GET /readyz gives the database this long to answer: a load balancer's probe times out after a few seconds,
+# and a database that accepts connections and never answers must read as not ready, not as a hung probe.
+READY_DB_SECONDS = 1.5
 
 
 @dataclass
@@ -199,6 +204,22 @@ def _queue_region(url: str, program: ProgramConfig) -> str:
     return match[1] if match else (program.orgs[0].aws.region if program.orgs else "us-east-1")
 
 
+async def database_problem(db: Database, timeout: float = READY_DB_SECONDS) -> str | None:
+    """None when the database answers `SELECT 1` within `timeout`, else why not (no URL: the answer is public)."""
+
+    async def ping() -> None:
+        async with db.engine.connect() as connection:
+            await connection.execute(text("SELECT 1"))
+
+    try:
+        await asyncio.wait_for(ping(), timeout)
+    except TimeoutError:
+        return f"no answer in {timeout:g} s"
+    except Exception as error:  # refused, unknown host, bad password, ...: the class names it well enough
+        return type(error).__name__
+    return None
+
+
 def build_app(
     *,
     settings: Settings,
@@ -220,7 +241,17 @@ def build_app(
         context["services"] = services
         await next()
 
+    async def act_as_requester(
+        context: AsyncBoltContext, body: dict[str, Any], next: Callable[[], Awaitable[None]]
+    ) -> None:
+        """The actor's workspace for everything this request decides and audits (bot.actor)."""
+        if services.access.home_team is None and context.authorize_result is not None:
+            services.access.home_team = context.authorize_result.team_id
+        with acting_from(actor_team(body)):
+            await next()
+
     bolt.middleware(inject_services)
+    bolt.middleware(act_as_requester)
     register_listeners(bolt)
     bolt.error(on_error)  # behind the listeners: whatever escapes one is answered below 500
 
@@ -257,6 +288,16 @@ def build_app(
             return JSONResponse({"status": "ok", "program": program.name, "orgs": len(program.orgs)})
         return JSONResponse({"status": "starting"}, status_code=503)
 
+    async def readyz(_: Request) -> Response:
+        """Readiness: what /healthz says, and the database answers now. /healthz (liveness) stays 200 while the
+        database is away, so whatever restarts unhealthy replicas does not restart them for an outage."""
+        if not pitcrew.ready.is_set():
+            return JSONResponse({"status": "starting"}, status_code=503)
+        problem = await database_problem(services.db)
+        if problem is not None:
+            return JSONResponse({"status": "database unreachable", "database": problem}, status_code=503)
+        return JSONResponse({"status": "ready"})
+
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         await start(services)
@@ -272,6 +313,7 @@ def build_app(
         Route("/slack/events", services.metrics.timed_ack(slack_events), methods=["POST"]),
         services.metrics.route(db=services.db),
         Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
         *ingest_routes(
             db=services.db,
             clock=services.clock,
@@ -289,6 +331,9 @@ async def start(services: Services) -> None:
     await services.db.upgrade()
     await services.metrics.read_migrations(services.db)
     await services.sync_orgs()
+    # Not awaited: Slack down at start must not hold readiness; until it answers, each request's own
+    # authorization (Bolt's auth.test) names the workspace (act_as_requester below).
+    services.spawn(services.learn_identity())
     services.spawn(services.fleet.warm())
     if services.scheduler is not None:
         await services.scheduler.start()

@@ -26,6 +26,7 @@ from typing import Any
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlmodel import select
 
+from bot.actor import current_team
 from storage import crud
 from storage.db import Database
 from storage.models import AuditEntry, Outcome
@@ -92,7 +93,12 @@ class AuditLog:
         outcome: Outcome,
         org_id: str | None = None,
         detail: str = "",
+        via: str = "",
+        team_id: str | None = None,
     ) -> None:
+        """Queue one entry. The actor's team is the request's (bot.actor) unless given; `via` names the
+        transport of a command (slash, mention, dm)."""
+        team_id = team_id or current_team()
         recorded = _RECORDED.get()
         if recorded is not None:
             recorded[0] = True
@@ -114,6 +120,8 @@ class AuditLog:
                 "text": text[:1000],
                 "outcome": outcome.value,
                 "detail": detail[:2000],
+                "team_id": team_id[:24] if team_id else None,
+                "via": via[:16],
             }
         )
         if self._writer is None or self._writer.done():

@@ -12,7 +12,7 @@ our own details are shown as plain text with the characters Slack would take for
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -199,10 +199,29 @@ def _unhandled(command: str, text: str, *, ids: bool) -> str | None:
     return "sent a request " + code(command, limit=32)
 
 
-def describe(entry: Any, *, tz: ZoneInfo, ids: bool = False) -> AuditLine:
-    """One audit entry (an AuditEntry, or anything with its fields) as a line."""
+def _external(team: str | None, home_team: str | None, team_names: Mapping[str, str]) -> str:
+    """ " (external: Kumo Labs' workspace T0KUMOLAB)" for an actor from another workspace than Pitcrew's."""
+    if not team or home_team is None or team == home_team:
+        return ""
+    name = team_names.get(team)
+    return f" (external: {plain(name)} {team})" if name else f" (external: {plain(team)})"
+
+
+VIA_WORDS = {"mention": " by mention", "dm": " by DM"}  # a slash command says nothing more
+
+
+def describe(
+    entry: Any,
+    *,
+    tz: ZoneInfo,
+    ids: bool = False,
+    home_team: str | None = None,
+    team_names: Mapping[str, str] | None = None,
+) -> AuditLine:
+    """One audit entry (an AuditEntry, or anything with its fields) as a line. An actor whose team is not
+    `home_team` (Pitcrew's workspace) is marked external, with the team's name from `team_names` if known."""
     command, text, detail = str(entry.command), str(entry.text), str(entry.detail or "")
-    actor = who(str(entry.user_id))
+    actor = who(str(entry.user_id)) + _external(getattr(entry, "team_id", None), home_team, team_names or {})
     unhandled = _unhandled(command, text, ids=ids) if detail.startswith("unhandled ") else None
     if unhandled is not None:
         what = unhandled
@@ -212,7 +231,9 @@ def describe(entry: Any, *, tz: ZoneInfo, ids: bool = False) -> AuditLine:
     elif command == FORM:
         what = _submitted(text)
     elif command.startswith("/"):
-        what = "ran " + code(f"{command} {text.strip()}", limit=TEXT_LIMIT)
+        what = (
+            "ran " + code(f"{command} {text.strip()}", limit=TEXT_LIMIT) + VIA_WORDS.get(getattr(entry, "via", ""), "")
+        )
     elif command in (CONFIRM, CANCEL, DELETE_OPEN, DELETE_VIEW):
         noun, target = _operation(text)
         verb = {
@@ -257,5 +278,12 @@ def describe(entry: Any, *, tz: ZoneInfo, ids: bool = False) -> AuditLine:
     )
 
 
-def describe_all(entries: Sequence[Any], *, tz: ZoneInfo, ids: bool = False) -> list[str]:
-    return [describe(entry, tz=tz, ids=ids).render() for entry in entries]
+def describe_all(
+    entries: Sequence[Any],
+    *,
+    tz: ZoneInfo,
+    ids: bool = False,
+    home_team: str | None = None,
+    team_names: Mapping[str, str] | None = None,
+) -> list[str]:
+    return [describe(entry, tz=tz, ids=ids, home_team=home_team, team_names=team_names).render() for entry in entries]

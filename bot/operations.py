@@ -216,11 +216,14 @@ class Operations:
         decision = self.access.decide(user_id=user_id, action=Action.OPERATE, org_id=operation.org_id)
         return None if decision.allowed else decision.reason
 
-    async def confirm(self, operation_id: str, *, user_id: str, name_typed: bool = False) -> Decision:
+    async def confirm(
+        self, operation_id: str, *, user_id: str, name_typed: bool = False, thread_ts: str | None = None
+    ) -> Decision:
         """What came of the click (bot.slack.operations renders it); `replaces` once it started.
 
         `name_typed`: confirmed from the delete modal, where the cluster's name was typed; a delete is
-        started in no other way, whatever a button payload says."""
+        started in no other way, whatever a button payload says. `thread_ts`: the thread the plan is in (a
+        plan asked for by @mention is in the mention's thread): its progress goes there too."""
         operation = await self.get(operation_id)
         if operation is None:
             return PlanUnknown(run_again=True)
@@ -255,7 +258,7 @@ class Operations:
         self.record(operation, user_id=user_id, command=CONFIRM, outcome=Outcome.ALLOWED, detail="confirmed")
         operation.confirmed_by = user_id
         operation.status = OperationStatus.RUNNING.value
-        ts = await self._post_progress(operation, user_id)
+        ts = await self._post_progress(operation, user_id, thread_ts)
         operation.message_ts = ts
         await self._set(operation.id, message_ts=ts, channel_id=operation.channel_id)
         try:
@@ -298,12 +301,12 @@ class Operations:
         minutes = int(self.plan_ttl.total_seconds() // 60)
         return f"plan expired at {shown} ({minutes} min after it was made)"
 
-    async def _post_progress(self, operation: Operation, user_id: str) -> str | None:
+    async def _post_progress(self, operation: Operation, user_id: str, thread_ts: str | None = None) -> str | None:
         """Post the progress message in the plan's channel or, where Pitcrew may not post (a private channel
         it is not in, say), in the confirmer's DM. Slack failing never leaves a claimed change unstarted."""
         first = blocks.operation_progress(operation, "Asking AWS…")
         try:
-            return await self.poster.post(channel=operation.channel_id, reply=first)
+            return await self.poster.post(channel=operation.channel_id, reply=first, thread_ts=thread_ts)
         except Exception:
             log.warning("could not post progress of %s in %s; trying a DM", operation.id, operation.channel_id)
         try:

@@ -61,6 +61,7 @@ class Services:
     escalation: Escalation | None = None  # unacknowledged alerts posted again (run by the scheduler)
     home: HomeTab | None = None  # the App Home tab: published on app_home_opened, refreshed after changes
     clock: Callable[[], datetime] = utcnow
+    bot_user_id: str | None = None  # Pitcrew's own Slack user (auth.test): its mention is no part of a command
     metrics: Metrics = field(default_factory=Metrics)  # GET /metrics; build_services passes the one it wired
     _background: set[asyncio.Task[None]] = field(default_factory=set)
 
@@ -94,6 +95,32 @@ class Services:
     @property
     def org_names(self) -> dict[str, str]:
         return {org.id: org.name for org in self.program.orgs}
+
+    @property
+    def team_names(self) -> dict[str, str]:
+        """The orgs' own Slack workspaces (`slack_teams`), by team id: "Kumo Labs' workspace"."""
+        return {team: f"{org.name}'s workspace" for org in self.program.orgs for team in org.slack_teams}
+
+    async def learn_identity(self) -> None:
+        """Who Pitcrew is in Slack (auth.test): its user id, and the workspace it is installed in, the one whose
+        members every org accepts (bot.access). Slack unreachable: logged, and learnt from the next request."""
+        try:
+            answer = await self.poster.client.auth_test()
+        except Exception as error:  # a line, not a traceback: Slack being away at start is no bug
+            log.warning("auth.test failed (%s): Pitcrew's workspace is learnt from the first request", error)
+            return
+        self.access.home_team = self.access.home_team or answer.get("team_id") or None
+        self.bot_user_id = self.bot_user_id or answer.get("user_id") or None
+
+    async def first_delivery(self, key: str) -> bool:
+        """Whether this replica is the first to take a delivery (a Slack event id): True once, across replicas.
+        A database that cannot say lets it through: an answer twice beats none."""
+        try:
+            async with self.db.session() as session:
+                return await crud.mark_event_seen(session, event_id=key, at=self.clock())
+        except Exception:
+            log.warning("could not mark %s seen; answering it anyway", key, exc_info=True)
+            return True
 
     async def sync_orgs(self) -> None:
         now = self.clock()

@@ -106,7 +106,6 @@ class AuditEntry(SQLModel, table=True):
     via: str = _text(16, default="")  # how the command came: "slash", "mention", "dm"; "" for clicks and forms
 
 
-
 class OperationStatus(StrEnum):
     PLANNED = "planned"  # shown with Confirm/Cancel; nothing done yet
     CANCELLED = "cancelled"

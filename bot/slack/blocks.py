@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -31,6 +31,7 @@ from bot.clusters.requests import (
 from bot.clusters.templates import TemplateSet
 from bot.commands import UsageError
 from bot.slack import mrkdwn
+from bot.slack.launch_form import LAUNCH_OPEN_ACTION
 from bot.slack.reserved import reservation_blocks
 
 MAX_BLOCKS = 50
@@ -173,6 +174,18 @@ def cluster_line(cluster: Cluster) -> str:
 def usage_error(error: UsageError) -> Reply:
     text = f"{error.message}\nUsage: {error.usage}"
     return Reply(text=text, blocks=[section(f":warning: {error.message}"), context(f"Usage: `{error.usage}`")])
+
+
+def launch_form_offer(*, org_id: str, org_name: str) -> Reply:
+    """`/cluster launch` alone by mention or DM: Slack opens a form only from a click, so a button opens it."""
+    rest = "or plan in one line: `cluster launch TEMPLATE NAME --count N` (the org's launch defaults fill the rest)."
+    return Reply(
+        text=f"Open the launch form for {org_name} with the button, {rest}",
+        blocks=[
+            section(f"Open the launch form for *{escape(org_name)}* with the button, {rest}"),
+            {"type": "actions", "elements": [button(LAUNCH_OPEN_ACTION, "Launch form…", org_id, style="primary")]},
+        ],
+    )
 
 
 def refusal(reason: str) -> Reply:
@@ -704,10 +717,13 @@ def audit_reply(
     user: str | None = None,
     action: str | None = None,
     limit: int | None = None,
+    home_team: str | None = None,
+    team_names: Mapping[str, str] | None = None,
 ) -> Reply:
     """Audit entries, newest first, one readable line each (bot.audit_view). `scope`: plain words, e.g.
-    "Kumo Labs (kumo-labs)" or "every org"; `limit`: how many were asked for, to say when there may be more."""
-    lines = audit_view.describe_all(entries, tz=tz, ids=ids)
+    "Kumo Labs (kumo-labs)" or "every org"; `limit`: how many were asked for, to say when there may be more;
+    actors from another workspace than `home_team` are marked external."""
+    lines = audit_view.describe_all(entries, tz=tz, ids=ids, home_team=home_team, team_names=team_names)
     period = f"last {days} day{'s' if days != 1 else ''}"
     title = f"Audit · {scope} · {period}"  # a header is plain text: no code spans, no mentions
     only = []

@@ -97,6 +97,13 @@ class Poster:
             self._last_post[channel] = self._clock()
         return str(answer["ts"])
 
+    async def post_ephemeral(self, *, channel: str, user: str, reply: Reply, thread_ts: str | None = None) -> None:
+        """Show a message to one person in a channel (or a thread of it); nobody else sees it, and it cannot be
+        edited later. Not paced: ephemerals do not count against chat.postMessage's one per second."""
+        await self._client.chat_postEphemeral(
+            channel=channel, user=user, text=reply.text, blocks=reply.blocks, thread_ts=thread_ts
+        )
+
     async def update(self, *, channel: str, ts: str, reply: Reply) -> None:
         await self._client.chat_update(channel=channel, ts=ts, text=reply.text, blocks=reply.blocks)
 

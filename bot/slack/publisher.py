@@ -27,6 +27,10 @@ class Publisher(Protocol):
         """Post in a channel (paced per channel); the message ts."""
         ...
 
+    async def post_ephemeral(self, *, channel: str, user: str, reply: Reply, thread_ts: str | None = None) -> None:
+        """Show a message to one person in a channel or a thread of it (chat.postEphemeral)."""
+        ...
+
     async def update(self, *, channel: str, ts: str, reply: Reply) -> None: ...
 
     async def upload(

@@ -22,13 +22,24 @@ def _operation_id(body: dict[str, Any]) -> str:
     return str(body["actions"][0].get("value") or "")[:64]
 
 
+def plan_thread(body: dict[str, Any]) -> str | None:
+    """The thread the clicked plan is in (a plan asked for by @mention is posted in the mention's thread)."""
+    for where in (body.get("container"), body.get("message")):
+        thread = where.get("thread_ts") if isinstance(where, dict) else None
+        if isinstance(thread, str) and thread:
+            return thread[:32]
+    return None
+
+
 async def _decide(body: dict[str, Any], context: dict[str, Any], *, confirm: bool) -> None:
     services: Services = context["services"]
     user_id = body["user"]["id"]
     operation_id = _operation_id(body)
     operations = services.operations
-    decide = operations.confirm if confirm else operations.cancel
-    decision = await decide(operation_id, user_id=user_id)
+    if confirm:
+        decision = await operations.confirm(operation_id, user_id=user_id, thread_ts=plan_thread(body))
+    else:
+        decision = await operations.cancel(operation_id, user_id=user_id)
     # A decision replaces the plan (its buttons go away); a refusal goes to the clicker alone.
     plan = body.get("message") if isinstance(body.get("message"), dict) else None  # absent for ephemeral ones
     reply = decision_reply(decision, plan=plan)
@@ -65,7 +76,9 @@ async def open_delete_callback(ack: AsyncAck, body: dict[str, Any], context: dic
         return
     else:
         # The modal's submission has no response URL of its own: carry the plan's, to replace the plan.
-        metadata = json.dumps({"operation_id": operation.id, "response_url": body["response_url"]})
+        metadata = json.dumps(
+            {"operation_id": operation.id, "response_url": body["response_url"], "thread_ts": plan_thread(body)}
+        )
         try:
             await services.poster.open_view(
                 trigger_id=str(body.get("trigger_id") or ""),

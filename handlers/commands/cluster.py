@@ -137,15 +137,17 @@ async def _launch_form(call: Call, parsed: LaunchForm) -> Answer:
     refusal = org_refusal(services, user_id=user_id, action=Action.OPERATE, org_id=org_id)
     if refusal:
         return refusal
+    name = services.org_names.get(org_id, org_id)
+    if call.trigger_id is None:  # a mention or a DM: Slack opens a form only from a slash command or a click
+        return Answer(blocks.launch_form_offer(org_id=org_id, org_name=name), org_id=org_id, detail="form offered")
     view = form_view(services, org_id=org_id, channel_id=channel_id)
     try:
         # The command's trigger id (its request key) opens the modal; it lives 3 seconds.
-        await services.poster.open_view(trigger_id=call.request_key or "", view=view)
+        await services.poster.open_view(trigger_id=call.trigger_id or "", view=view)
     except Exception:
         logging.getLogger(__name__).warning("opening the launch form for %s failed", user_id, exc_info=True)
         message = "Slack did not open the launch form in time; run `/cluster launch` again."
         return Answer(blocks.problem(message), Outcome.FAILED, org_id, "launch form not opened")
-    name = services.org_names.get(org_id, org_id)
     reply = blocks.Reply(
         text=f"The launch form for {name} is open.",
         blocks=[
@@ -218,6 +220,8 @@ async def _audit(call: Call, parsed: ShowAudit) -> Answer:
         user=parsed.user,
         action=parsed.action,
         limit=limit,
+        home_team=access.home_team,
+        team_names=services.team_names,
     )
     return Answer(reply, org_id=org_id)
 

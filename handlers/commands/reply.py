@@ -1,5 +1,6 @@
-"""What every slash command does around its answer: ack empty, check membership, parse, dispatch to the
-subcommand, answer through the response URL, audit. Help is read off the command's table (bot.subcommands).
+"""What every command does around its answer, whichever transport brought it (a slash command here, an @mention
+or a DM in handlers.events.messages): check membership, parse, dispatch to the subcommand, reply where the person
+looks, audit. Help is read off the command's table (bot.subcommands).
 
 One command gets one reply (a digest preview too long for one message adds its continuation), and an answer
 that fails becomes one plain message (handlers.errors.INTERNAL_ERROR), never a stack trace in Slack; any
@@ -14,7 +15,8 @@ from typing import Any
 
 from slack_bolt.context.ack.async_ack import AsyncAck
 
-from bot.access import NOT_A_MEMBER, Action
+from bot.access import Action
+from bot.actor import current_team
 from bot.names import unknown_org
 from bot.services import Services
 from bot.slack import blocks
@@ -87,13 +89,31 @@ def help_answer(services: Services, user_id: str, commands: CommandSet, *, title
 
 
 @dataclass(frozen=True, kw_only=True)
+class Invocation:
+    """One command to answer, however it came: a slash command, an @mention or a DM (the transports in
+    handlers.transports each turn their Slack payload into one of these). Who (the user and their team), where,
+    the command and its text, and how to reply so the person sees it where they look."""
+
+    user_id: str
+    team_id: str | None  # the actor's workspace (Slack Connect members come from their own)
+    channel_id: str
+    command: str  # "/cluster", "/track", "/digest"
+    text: str
+    via: str  # "slash", "mention", "dm": audited with the command
+    request_key: str | None  # a retried delivery of the same request records once (trigger id, event id)
+    trigger_id: str | None  # opens a modal; only a slash command has one
+    reply: Callable[[Reply], Awaitable[object]]  # one message: public ones where everyone in the place sees it
+
+
+@dataclass(frozen=True, kw_only=True)
 class Call:
-    """One slash command being answered: who asked, where, and which subcommand it named."""
+    """One command being answered: who asked, where, and which subcommand it named."""
 
     services: Services
     user_id: str
     channel_id: str
-    request_key: str | None  # the command's trigger id: a retried request records once
+    request_key: str | None  # a retried request records once
+    trigger_id: str | None  # opens a modal (a slash command's); None where the transport has none (mention, DM)
     spec: Subcommand[Any]
 
 
@@ -103,8 +123,8 @@ Run = Callable[[Call, Any], Awaitable[Answer]]
 
 @dataclass(frozen=True, kw_only=True)
 class SlashCommand:
-    """A slash command's listener: its table (bot.subcommands) and the run of each subcommand, by name; `help`
-    is answered from the table."""
+    """A command (/cluster, /track, /digest): its table (bot.subcommands) and the run of each subcommand, by
+    name; `help` is answered from the table. Every transport answers through the same one."""
 
     commands: CommandSet
     title: str  # help's first line: "{title} you may run"
@@ -115,52 +135,67 @@ class SlashCommand:
         if named != set(self.runs):
             raise ValueError(f"{self.commands.command}: runs {sorted(self.runs)} do not match {sorted(named)}")
 
-    async def answer(
-        self, services: Services, user_id: str, channel_id: str, text: str, payload: dict[str, Any]
-    ) -> tuple[Answer, Sequence[Reply]]:
+    async def answer(self, services: Services, invocation: Invocation) -> tuple[Answer, Sequence[Reply]]:
+        user_id = invocation.user_id
         if not services.access.is_known(user_id):
-            return Answer(blocks.refusal(NOT_A_MEMBER), Outcome.REFUSED, detail="not a member"), ()
+            return Answer(blocks.refusal(services.access.not_a_member), Outcome.REFUSED, detail="not a member"), ()
         try:
-            spec, parsed = self.commands.parse(text)
+            spec, parsed = self.commands.parse(invocation.text)
         except UsageError as error:
             return invalid(error), ()
         if spec.name == "help":
             return help_answer(services, user_id, self.commands, title=self.title), ()
-        request_key = payload.get("trigger_id")
         call = Call(
             services=services,
             user_id=user_id,
-            channel_id=channel_id,
-            request_key=request_key if isinstance(request_key, str) else None,
+            channel_id=invocation.channel_id,
+            request_key=invocation.request_key,
+            trigger_id=invocation.trigger_id,
             spec=spec,
         )
         found = await self.runs[spec.name](call, parsed)
         return found, found.more
 
     async def listener(self, ack: AsyncAck, command: dict[str, Any], context: dict[str, Any], logger: Logger) -> None:
-        await answer_command(ack, command, context, logger, answer=self.answer)
+        """The slash-command transport of this command (Bolt's listener for /cluster, say)."""
+        await ack()  # empty ack: the one reply goes through the response URL
+        services: Services = context["services"]
+        response_url = str(command.get("response_url") or "")
+        trigger_id = command.get("trigger_id")
+
+        async def reply(answer: Reply) -> None:
+            await services.poster.respond(response_url, answer)
+
+        invocation = Invocation(
+            user_id=command["user_id"],
+            team_id=current_team(),
+            channel_id=command["channel_id"],
+            command=str(command.get("command") or self.commands.command),
+            text=command.get("text") or "",
+            via="slash",
+            request_key=trigger_id if isinstance(trigger_id, str) else None,
+            trigger_id=trigger_id if isinstance(trigger_id, str) else None,
+            reply=reply,
+        )
+        await answer_invocation(services, invocation, logger, answer=self.answer)
 
 
-# (services, user_id, channel_id, text, the command payload) -> the answer and any continuation messages
-Answerer = Callable[[Services, str, str, str, dict[str, Any]], Awaitable[tuple[Answer, Sequence[Reply]]]]
+# (services, the invocation) -> the answer and any continuation messages
+Answerer = Callable[[Services, Invocation], Awaitable[tuple[Answer, Sequence[Reply]]]]
 
 
-async def answer_command(
-    ack: AsyncAck, command: dict[str, Any], context: dict[str, Any], logger: Logger, *, answer: Answerer
-) -> None:
-    await ack()  # empty ack: the one reply goes through the response URL
-    services: Services = context["services"]
+async def answer_invocation(services: Services, invocation: Invocation, logger: Logger, *, answer: Answerer) -> None:
+    """Answer one command, reply once (plus any continuation), and audit it, whatever transport it came by."""
     received = services.clock()
-    user_id, channel_id, text = command["user_id"], command["channel_id"], command.get("text") or ""
-    name = command.get("command") or "/?"
+    user_id, channel_id, text, name = invocation.user_id, invocation.channel_id, invocation.text, invocation.command
     try:
-        result, more = await answer(services, user_id, channel_id, text, command)
+        result, more = await answer(services, invocation)
     except Exception:
         logger.exception("%s %r from %s failed", name, text[:200], user_id)
         result, more = Answer(blocks.problem(INTERNAL_ERROR), Outcome.FAILED, detail="internal error"), ()
-    await services.poster.respond(command["response_url"], result.reply)
+    await invocation.reply(result.reply)
     for reply in more:
-        await services.poster.respond(command["response_url"], reply)
+        await invocation.reply(reply)
     # An answer that names no org (bad input, say) is audited under the org the command would have meant, so
     # that org's operators see their own typos in /cluster audit, not only admins.
     org_id = result.org_id or services.access.default_org(user_id=user_id, channel_id=channel_id)
@@ -173,5 +208,7 @@ async def answer_command(
         outcome=result.outcome,
         org_id=org_id,
         detail=result.detail,
+        via=invocation.via,
+        team_id=invocation.team_id,
     )
     services.metrics.command(command=name, text=text, outcome=result.outcome.value)

@@ -18,15 +18,21 @@ from storage.models import Outcome
 INTERNAL_ERROR = "Pitcrew hit an internal error handling that. It is logged; nothing was deleted twice."
 
 
-def _metadata(view: dict[str, Any]) -> tuple[str, str]:
-    """(operation id, the plan message's response URL) carried in private_metadata; empty when tampered."""
+def _metadata(view: dict[str, Any]) -> tuple[str, str, str | None]:
+    """(operation id, the plan message's response URL, the plan's thread) carried in private_metadata; empty
+    when tampered."""
     try:
         metadata = json.loads(view.get("private_metadata") or "{}")
     except ValueError:
-        return "", ""
+        return "", "", None
     if not isinstance(metadata, dict):
-        return "", ""
-    return str(metadata.get("operation_id") or "")[:64], str(metadata.get("response_url") or "")
+        return "", "", None
+    thread = metadata.get("thread_ts")
+    return (
+        str(metadata.get("operation_id") or "")[:64],
+        str(metadata.get("response_url") or ""),
+        thread[:32] if isinstance(thread, str) and thread else None,
+    )
 
 
 def _typed(view: dict[str, Any]) -> str:
@@ -43,7 +49,7 @@ async def delete_submission_callback(
 ) -> None:
     services: Services = context["services"]
     user_id, view = body["user"]["id"], body["view"]
-    operation_id, response_url = _metadata(view)
+    operation_id, response_url, thread_ts = _metadata(view)
     try:
         operation = await services.operations.get(operation_id) if operation_id else None
     except Exception:
@@ -69,7 +75,9 @@ async def delete_submission_callback(
         return
     await ack()  # closes the modal
     try:
-        decision = await services.operations.confirm(operation.id, user_id=user_id, name_typed=True)
+        decision = await services.operations.confirm(
+            operation.id, user_id=user_id, name_typed=True, thread_ts=thread_ts
+        )
         reply, replaces = decision_reply(decision), decision.replaces
     except Exception:
         logger.exception("confirming delete %s failed", operation.id)
