@@ -492,6 +492,49 @@ def track_export(settings: Settings, org_id: str, output: Path | None) -> int:
     return 0
 
 
+USAGE_PROBLEM = 2  # exit code: an option given wrong (1: the program file, or an org it does not list)
+
+
+def onboard(settings: Settings, org_id: str, *, principal: str, tier: str, link: bool, template_url: str | None) -> int:
+    """Print the CloudFormation template of Pitcrew's role in an org's account, or with `link` its quick-create
+    link (the template must be in S3 first: CloudFormation reads templateURL from S3 only)."""
+    from bot.iam.onboard import OnboardError, check_org, check_principal, check_tier, quick_create_link, template_yaml
+
+    try:
+        check_principal(principal)
+        chosen = check_tier(tier)
+        if link and not template_url:
+            raise OnboardError(
+                "--link needs --template-url: save the template (the same command without --link), upload it to "
+                "S3 and give its https URL"
+            )
+    except OnboardError as problem:
+        print(f"pitcrew onboard: {problem}", file=sys.stderr)
+        return USAGE_PROBLEM
+    program = _program(settings)
+    try:
+        org = check_org(program, org_id)
+        if link:
+            assert template_url is not None
+            print(quick_create_link(org, template_url=template_url))
+            return 0
+    except OnboardError as problem:
+        print(f"pitcrew onboard: {problem}", file=sys.stderr)
+        return USAGE_PROBLEM if link else 1
+    print(template_yaml(program, org, principal=principal, tier=chosen), end="")
+    if not org.aws.role_arn:
+        print(f"{org_id} has no aws.role_arn yet: put the stack's RoleArn output there", file=sys.stderr)
+    return 0
+
+
+def iam_table() -> int:
+    """Print the table of every AWS action Pitcrew performs (Markdown), as the README shows it."""
+    from bot.iam.table import markdown
+
+    print(markdown(), end="")
+    return 0
+
+
 def demo(host: str, port: int, open_browser: bool) -> int:
     from bot.app import prefer_the_event_loop
 
@@ -575,6 +618,19 @@ def parser() -> argparse.ArgumentParser:
     export.add_argument("org", metavar="ORG", help="an org id from the program file")
     export.add_argument("--format", choices=["md"], default="md", help="md: Markdown (the only format so far)")
     export.add_argument("--output", "-o", type=Path, metavar="FILE", help="default: standard output")
+    onboard_cmd = sub.add_parser(
+        "onboard", help="the CloudFormation template of Pitcrew's role in an org's account (or its quick-create link)"
+    )
+    onboard_cmd.add_argument("org", metavar="ORG", help="an org id from the program file")
+    onboard_cmd.add_argument(
+        "--principal", required=True, metavar="ARN", help="the IAM role (or user) Pitcrew runs as, that the role trusts"
+    )
+    onboard_cmd.add_argument(
+        "--tier", default="read", metavar="read|operate", help="read: look only (default); operate: reads and changes"
+    )
+    onboard_cmd.add_argument("--link", action="store_true", help="print the console quick-create link instead")
+    onboard_cmd.add_argument("--template-url", metavar="URL", help="with --link: where the template is in S3 (https)")
+    sub.add_parser("iam-table", help="print every AWS action Pitcrew performs, as a Markdown table")
     token = sub.add_parser("token", help="API tokens of the throughput ingest endpoint")
     token_sub = token.add_subparsers(dest="token_command", required=True)
     token_new = token_sub.add_parser("create", help="create an org's ingest token and print it (once)")
@@ -617,6 +673,17 @@ def main(argv: list[str] | None = None) -> int:
             sigv4=args.sigv4,
             region=args.region,
         )
+    if args.command == "onboard":
+        return onboard(
+            settings,
+            args.org,
+            principal=args.principal,
+            tier=args.tier,
+            link=args.link,
+            template_url=args.template_url,
+        )
+    if args.command == "iam-table":
+        return iam_table()
     if args.command == "track":
         return track_export(settings, args.org, args.output)
     if args.command == "token":
