@@ -22,6 +22,13 @@ def current_team() -> str | None:
     return _TEAM.get()
 
 
+def set_actor(team_id: str | None) -> None:
+    """The actor's team from here on in this task and in tasks it starts. For Bolt's middleware, which cannot wrap
+    the listener (Bolt runs listeners after the middleware chain returns, in tasks that copy this context): each
+    Slack request is served in a task of its own, so the value ends with it."""
+    _TEAM.set(team_id or None)
+
+
 @contextmanager
 def acting_from(team_id: str | None) -> Iterator[None]:
     """Within the block (and tasks started in it), the actor's team is `team_id`."""

@@ -27,7 +27,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from bot.access import AccessPolicy
-from bot.actor import acting_from, actor_team
+from bot.actor import actor_team, set_actor
 from bot.alerts.desk import AlertDesk
 from bot.alerts.escalation import Escalation
 from bot.audit import AuditLog
@@ -247,8 +247,8 @@ def build_app(
         """The actor's workspace for everything this request decides and audits (bot.actor)."""
         if services.access.home_team is None and context.authorize_result is not None:
             services.access.home_team = context.authorize_result.team_id
-        with acting_from(actor_team(body)):
-            await next()
+        set_actor(actor_team(body))
+        await next()
 
     bolt.middleware(inject_services)
     bolt.middleware(act_as_requester)

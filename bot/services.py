@@ -99,7 +99,8 @@ class Services:
     @property
     def team_names(self) -> dict[str, str]:
         """The orgs' own Slack workspaces (`slack_teams`), by team id: "Kumo Labs' workspace"."""
-        return {team: f"{org.name}'s workspace" for org in self.program.orgs for team in org.slack_teams}
+        owner = {org.id: org.name + ("'" if org.name.endswith("s") else "'s") for org in self.program.orgs}
+        return {team: f"{owner[org.id]} workspace" for org in self.program.orgs for team in org.slack_teams}
 
     async def learn_identity(self) -> None:
         """Who Pitcrew is in Slack (auth.test): its user id, and the workspace it is installed in, the one whose

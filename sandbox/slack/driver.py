@@ -22,9 +22,12 @@ from sandbox.slack.blocks import as_blocks, modal_content, parse_response_body
 from sandbox.slack.workspace import (
     ACK_DEADLINE_SECONDS,
     API_APP_ID,
+    EVENT_TRACES_KEPT,
     TEAM_DOMAIN,
     VERIFICATION_TOKEN,
     VIEW_STACK_MAX,
+    DeliveryAttempt,
+    EventTrace,
     Message,
     SlackApiFailure,
     Workspace,
@@ -63,6 +66,12 @@ class EventDelivery:
 
 class UserDriver(Workspace):
     """What a person does in Slack, as the HTTP requests Slack sends the bot for it."""
+
+    # Slack retries a failed event delivery 3 times: nearly at once, after 1 minute and after 5 minutes. The
+    # sandbox waits 3 s, 10 s and 30 s instead so that a person at the console sees the retries happen.
+    retry_delays: tuple[float, ...] = (3.0, 10.0, 30.0)
+    # An event is failed when the app has not answered 2xx within this long (Slack: 3 s).
+    ack_deadline: float = ACK_DEADLINE_SECONDS
 
     @property
     def bot_mention(self) -> str:
@@ -166,6 +175,8 @@ class UserDriver(Workspace):
                 "message_ts": message.ts,
                 "channel_id": message.channel,
                 "is_ephemeral": is_ephemeral,
+                # Slack names the thread a clicked message is in (a reply to a mention, say).
+                **({"thread_ts": message.thread_ts} if message.thread_ts else {}),
             },
             "trigger_id": self._trigger_id(user_id),
             "team": {"id": self.team_id, "domain": TEAM_DOMAIN},
@@ -281,40 +292,57 @@ class UserDriver(Workspace):
         `shared_envelope=True` builds the other shape Slack sends for some shared-channel events: envelope
         `team_id` and `event.team` are the actor's team, and there is no `user_team` / `source_team`.
         """
-        ts = self._post_user_message(
-            user_id=user_id, channel_id=channel_id, text=text, thread_ts=thread_ts, via="mention"
+        event, team_id = self.post_mention(
+            user_id=user_id, channel_id=channel_id, text=text, thread_ts=thread_ts, shared_envelope=shared_envelope
         )
-        team = self.team_of(user_id)
-        event: dict[str, Any] = {
-            "client_msg_id": str(uuid.uuid4()),
-            "type": "app_mention",
-            "text": text,
-            "user": user_id,
-            "ts": ts,
-            "blocks": [rich_text_block(text)],
-            "team": team,
-            "user_team": team,
-            "source_team": team,
-            "channel": channel_id,
-            "event_ts": ts,
-        }
-        if thread_ts:
-            event["thread_ts"] = thread_ts
-        if shared_envelope:
-            del event["user_team"], event["source_team"]
-        return await self.send_event(event, event_id=event_id, team_id=team if shared_envelope else None)
+        return await self.send_event(event, event_id=event_id, team_id=team_id)
 
     async def send_dm(
         self, *, user_id: str, text: str, event_id: str | None = None, thread_ts: str | None = None
     ) -> EventDelivery:
         """`user_id` writes `text` in their direct message with the bot: a `message` event with
         `channel_type: im` (what the `message.im` subscription delivers)."""
+        return await self.send_event(self.post_dm(user_id=user_id, text=text, thread_ts=thread_ts), event_id=event_id)
+
+    def post_mention(
+        self,
+        *,
+        user_id: str,
+        channel_id: str,
+        text: str,
+        thread_ts: str | None = None,
+        shared_envelope: bool = False,
+    ) -> tuple[dict[str, Any], str | None]:
+        """The person's message shown in the channel, and the `app_mention` event Slack sends for it with the
+        envelope team it goes in (None: the host team); send_mention delivers it."""
+        ts = self._post_user_message(
+            user_id=user_id, channel_id=channel_id, text=text, thread_ts=thread_ts, via="mention"
+        )
+        team = self.team_of(user_id)
+        event = self._typed_event("app_mention", user_id=user_id, channel_id=channel_id, text=text, ts=ts)
+        if thread_ts:
+            event["thread_ts"] = thread_ts
+        if shared_envelope:
+            del event["user_team"], event["source_team"]
+        return event, (team if shared_envelope else None)
+
+    def post_dm(self, *, user_id: str, text: str, thread_ts: str | None = None) -> dict[str, Any]:
+        """The person's message shown in their DM with the bot, and the `message` (`channel_type: im`) event
+        Slack sends for it; send_dm delivers it."""
         channel_id = self._dm_id(user_id)
         ts = self._post_user_message(user_id=user_id, channel_id=channel_id, text=text, thread_ts=thread_ts, via="dm")
+        event = self._typed_event("message", user_id=user_id, channel_id=channel_id, text=text, ts=ts)
+        event["channel_type"] = "im"
+        if thread_ts:
+            event["thread_ts"] = thread_ts
+        return event
+
+    def _typed_event(self, kind: str, *, user_id: str, channel_id: str, text: str, ts: str) -> dict[str, Any]:
+        """The fields Slack puts in an event about a message a person typed."""
         team = self.team_of(user_id)
-        event: dict[str, Any] = {
+        return {
             "client_msg_id": str(uuid.uuid4()),
-            "type": "message",
+            "type": kind,
             "text": text,
             "user": user_id,
             "ts": ts,
@@ -324,21 +352,84 @@ class UserDriver(Workspace):
             "source_team": team,
             "channel": channel_id,
             "event_ts": ts,
-            "channel_type": "im",
         }
-        if thread_ts:
-            event["thread_ts"] = thread_ts
-        return await self.send_event(event, event_id=event_id)
 
     async def send_event(
         self, event: dict[str, Any], *, event_id: str | None = None, team_id: str | None = None
     ) -> EventDelivery:
         """Deliver any event (message_changed, bot_message, ...) in an Events API envelope, signed; `team_id`
         is the envelope's team (the host team unless given)."""
-        envelope = self._event_envelope(event, event_id=event_id or new_event_id(), team_id=team_id or self.team_id)
-        body = json.dumps(envelope)
+        body, event_id = self.event_body(event, event_id=event_id, team_id=team_id)
         response = await self._deliver(body, timestamp=None, signing_secret=None, json_body=True)
-        return EventDelivery(response=response, event_id=envelope["event_id"], ts=str(event.get("ts", "")), body=body)
+        return EventDelivery(response=response, event_id=event_id, ts=str(event.get("ts", "")), body=body)
+
+    def event_body(
+        self, event: dict[str, Any], *, event_id: str | None = None, team_id: str | None = None
+    ) -> tuple[str, str]:
+        """(JSON body, event_id) of the envelope Slack delivers `event` in."""
+        envelope = self._event_envelope(event, event_id=event_id or new_event_id(), team_id=team_id or self.team_id)
+        return json.dumps(envelope), str(envelope["event_id"])
+
+    async def send_event_with_retries(
+        self, event: dict[str, Any], *, event_id: str | None = None, team_id: str | None = None
+    ) -> EventTrace:
+        """Deliver `event` as Slack does when the app is slow or failing: an attempt that gets no 2xx answer
+        within 3 s has failed, and Slack tries again (same body, `X-Slack-Retry-Num` 1, 2, 3) after each of
+        `retry_delays`. Returns once the first attempt is over; the retries run in the background and are
+        recorded in the returned trace (also in `event_traces`)."""
+        body, event_id = self.event_body(event, event_id=event_id, team_id=team_id)
+        trace = EventTrace(event_id=event_id, ts=str(event.get("ts", "")), user=str(event.get("user", "")), body=body)
+        self.event_traces.append(trace)
+        del self.event_traces[:-EVENT_TRACES_KEPT]
+        if not await self._attempt(trace):
+            task = asyncio.create_task(self._retry(trace))
+            self._retry_tasks.add(task)
+            task.add_done_callback(self._retry_tasks.discard)
+        return trace
+
+    async def _retry(self, trace: EventTrace) -> None:
+        for delay in self.retry_delays:
+            trace.next_retry_in = delay
+            self._notify()
+            await asyncio.sleep(delay)
+            if await self._attempt(trace):
+                return
+        trace.next_retry_in = None
+        trace.gave_up = True
+        self._notify()
+
+    async def _attempt(self, trace: EventTrace) -> bool:
+        """One delivery of `trace`'s body; True when the app answered 2xx within the deadline."""
+        retry_num = len(trace.attempts)
+        headers = {}
+        if retry_num:
+            headers = {"X-Slack-Retry-Num": str(retry_num), "X-Slack-Retry-Reason": trace.attempts[-1].reason or ""}
+        started = time.monotonic()
+        status: int | None = None
+        reason: str | None = None
+        try:
+            response = await self._deliver(
+                trace.body,
+                timestamp=None,
+                signing_secret=None,
+                json_body=True,
+                headers=headers,
+                timeout=self.ack_deadline,
+            )
+        except httpx.TimeoutException:
+            reason = "http_timeout"
+        except httpx.HTTPError:
+            reason = "connection_failed"
+        else:
+            status = response.status_code
+            reason = None if 200 <= status < 300 else "http_error"
+        trace.attempts.append(
+            DeliveryAttempt(retry_num=retry_num, status=status, reason=reason, elapsed=time.monotonic() - started)
+        )
+        trace.next_retry_in = None
+        trace.delivered = reason is None
+        self._notify()
+        return trace.delivered
 
     async def redeliver(
         self, delivery: EventDelivery, *, retry_num: int = 1, reason: str = "http_timeout"
@@ -416,7 +507,9 @@ class UserDriver(Workspace):
         return await self._deliver(body, timestamp=None, signing_secret=None)
 
     async def aclose(self) -> None:
-        """Close the outgoing HTTP client (also done when the ASGI app shuts down)."""
+        """Close the outgoing HTTP client (also done when the ASGI app shuts down); pending retries stop."""
+        for task in list(self._retry_tasks):
+            task.cancel()
         client, self._http = self._http, None
         # A client from another (possibly closed) loop cannot be closed from here; just drop it.
         if client is not None and self._http_loop is asyncio.get_running_loop():
@@ -438,6 +531,7 @@ class UserDriver(Workspace):
         signing_secret: str | None,
         json_body: bool = False,
         headers: Mapping[str, str] | None = None,
+        timeout: float | None = None,
     ) -> httpx.Response:
         if not self.events_url:
             raise RuntimeError("LocalSlack.events_url is not set; point it at the bot's /slack/events URL")
@@ -450,7 +544,12 @@ class UserDriver(Workspace):
             sent["Content-Type"] = "application/json"
         sent.update(headers or {})
         started = time.monotonic()
-        response = await self._client().post(self.events_url, content=body.encode(), headers=sent)
+        response = await self._client().post(
+            self.events_url,
+            content=body.encode(),
+            headers=sent,
+            timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT,
+        )
         elapsed = time.monotonic() - started
         if elapsed > ACK_DEADLINE_SECONDS:
             logger.warning("bot took %.1fs to ack; real Slack gives up after 3s (operation_timeout)", elapsed)
