@@ -4,8 +4,9 @@
 
 * the bot's `AsyncWebClient(base_url=local_slack.api_url)` calls `POST /api/{method}` on it (`web_api`);
 * it delivers slash commands, button clicks and modal submissions to the bot's `/slack/events` URL as
-  form posts signed exactly as Slack signs them, and hands out `response_url`s that behave like Slack's
-  (`driver`).
+  form posts signed exactly as Slack signs them, and events (mentions, DMs, Home) as signed JSON
+  envelopes with Slack's retries, and hands out `response_url`s that behave like Slack's (`driver`);
+* its people may belong to other workspaces (Slack Connect members of shared channels, `user_teams`).
 
 Everything it sees is kept in `messages`, `open_views` and `calls` (`workspace`), so tests can assert on
 what a user would see. The same object backs the console page (`GET /`, `console`) that `pitcrew demo`
@@ -41,6 +42,7 @@ class LocalSlack(WebApi, Console):
                 Route("/", self._handle_console_page, methods=["GET"]),
                 Route("/console/state", self._handle_console_state, methods=["GET"]),
                 Route("/console/command", self._handle_console_command, methods=["POST"]),
+                Route("/console/message", self._handle_console_message, methods=["POST"]),
                 Route("/console/action", self._handle_console_action, methods=["POST"]),
                 Route("/console/home-opened", self._handle_console_home_opened, methods=["POST"]),
                 Route("/console/view-submit", self._handle_console_view_submit, methods=["POST"]),

@@ -2,6 +2,7 @@
 and their commands, clicks and submissions, sent through the user driver."""
 
 import json
+import re
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -11,9 +12,29 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from sandbox.slack.driver import UserDriver
-from sandbox.slack.workspace import TEAM_DOMAIN
+from sandbox.slack.workspace import TEAM_DOMAIN, EventTrace, Message, SlackApiFailure
 
 CONSOLE_HTML = Path(__file__).with_name("console.html")
+SLACKBOT = "USLACKBOT"  # who speaks for Slack itself ("Only visible to you" notices)
+# Slack's client sends a typed link as <URL>.
+_URL = re.compile(r"https?://[^\s<>]+")
+DELIVERIES_SHOWN = 5
+
+
+def slack_text(typed: str, *, bot_name: str, bot_user_id: str) -> tuple[str, bool]:
+    """What Slack's client sends for `typed`, and whether it mentions the bot: &, < and > escaped, links in
+    <…>, and @Pitcrew (as picked from the autocomplete) written <@U…>."""
+    text = typed.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = _URL.sub(lambda m: f"<{m.group(0)}>", text)
+    text, mentions = re.subn(rf"@{re.escape(bot_name)}\b", f"<@{bot_user_id}>", text, flags=re.IGNORECASE)
+    return text, mentions > 0
+
+
+def trace_json(trace: EventTrace) -> dict[str, Any]:
+    """An event's deliveries for the console (without the body)."""
+    data = asdict(trace)
+    del data["body"]
+    return data
 
 
 class Console(UserDriver):
@@ -28,19 +49,36 @@ class Console(UserDriver):
         for m in self.messages:
             if self._is_visible(m, user_id):
                 data = asdict(m)
-                data["user_name"] = self.bot_name if m.user == self.bot_user_id else self.users.get(m.user, m.user)
+                data["user_name"] = self._display_name(m.user)
                 data["is_bot"] = m.user == self.bot_user_id
+                # Slack marks people from another workspace next to their name.
+                data["external_team"] = self.team_name(self.team_of(m.user)) if self.is_external(m.user) else None
                 messages.append(data)
         return {
-            "team": {"id": self.team_id, "domain": TEAM_DOMAIN},
+            "team": {"id": self.team_id, "domain": TEAM_DOMAIN, "name": self.team_name(self.team_id)},
             "bot": {"id": self.bot_user_id, "name": self.bot_name},
-            "users": [{"id": uid, "name": name} for uid, name in self.users.items()],
+            "users": [
+                {
+                    "id": uid,
+                    "name": name,
+                    "team_id": self.team_of(uid),
+                    "team_name": self.team_name(self.team_of(uid)),
+                    "external": self.is_external(uid),
+                }
+                for uid, name in self.users.items()
+            ],
             "channels": [{"id": cid, "name": name} for cid, name in self.channels.items()],
             "dm": self._dm_id(user_id) if user_id in self.users else None,
             "messages": messages,
             "home": self.home_views.get(user_id),
             "modals": [dict(v) for v in self.user_views(user_id)],  # bottom to top, with errors
+            "deliveries": [trace_json(t) for t in self.event_traces if t.user == user_id][-DELIVERIES_SHOWN:],
         }
+
+    def _display_name(self, user_id: str) -> str:
+        if user_id == self.bot_user_id:
+            return self.bot_name
+        return "Slackbot" if user_id == SLACKBOT else self.users.get(user_id, user_id)
 
     async def _handle_console_state(self, request: Request) -> Response:
         user_id = request.query_params.get("user") or next(iter(self.users), "")
@@ -70,6 +108,8 @@ class Console(UserDriver):
         if not line.startswith("/") or len(line) < 2:
             return JSONResponse({"status": 400, "error": "type a slash command, e.g. /cluster list"}, 400)
         command, _, text = line.partition(" ")
+        if user_id in self.users and self.is_external(user_id):
+            return self._refuse_foreign_command(user_id, channel_id, command, text.strip())
         try:
             response = await self.send_command(
                 user_id=user_id, channel_id=channel_id, command=command, text=text.strip()
@@ -77,6 +117,69 @@ class Console(UserDriver):
         except (httpx.HTTPError, RuntimeError) as error:
             return JSONResponse({"status": 502, "error": f"could not reach the bot: {error!r}"}, 502)
         return JSONResponse({"status": response.status_code, "body": response.text[:500]})
+
+    def _refuse_foreign_command(self, user_id: str, channel_id: str, command: str, text: str) -> Response:
+        """What Slack does with another workspace's slash command typed by an external member of a shared
+        channel: nothing is sent to the app, and Slackbot tells them (only them) so."""
+        said = (
+            f"{command} is not a valid command. In Slack, external members of a shared channel can only use "
+            f"their own workspace's slash commands. Mention @{self.bot_name.capitalize()} instead: "
+            f"@{self.bot_name.capitalize()} {command.lstrip('/')} {text}".rstrip()
+        )
+        try:
+            channel = self._resolve_channel(channel_id)
+        except SlackApiFailure:
+            channel = self._dm_id(user_id)
+        self._add_message(
+            Message(
+                ts=self._next_ts(),
+                channel=channel,
+                user=SLACKBOT,
+                text=said,
+                kind="ephemeral",
+                ephemeral_to=user_id,
+                via="slackbot",
+            )
+        )
+        return JSONResponse({"status": 400, "error": said}, 400)
+
+    async def _handle_console_message(self, request: Request) -> Response:
+        """A message typed in the message box (not a slash command): in the DM with the bot it is a `message.im`
+        event; in a channel, a mention of @Pitcrew is an `app_mention` and anything else is only shown there
+        (Pitcrew does not read channel messages). Events are delivered with Slack's retries."""
+        data = await json_object(request)
+        user_id = str(data.get("user_id") or "")
+        channel_id = str(data.get("channel_id") or "")
+        thread_ts = str(data.get("thread_ts") or "") or None
+        typed = str(data.get("text") or "").strip()
+        if user_id not in self.users:
+            return JSONResponse({"status": 404, "error": "no such user"}, 404)
+        dm = self._dm_id(user_id)
+        if channel_id != dm and channel_id not in self.channels:
+            return JSONResponse({"status": 404, "error": "no such channel"}, 404)
+        if not typed:
+            return JSONResponse({"status": 400, "error": "type a message"}, 400)
+        text, mentioned = slack_text(typed, bot_name=self.bot_name, bot_user_id=self.bot_user_id)
+        if thread_ts is not None and self._find_message(channel_id, thread_ts) is None:
+            return JSONResponse({"status": 404, "error": "no such thread"}, 404)
+        if channel_id == dm:
+            event = self.post_dm(user_id=user_id, text=text, thread_ts=thread_ts)
+            kind, team_id = "dm", None
+        elif mentioned:
+            event, team_id = self.post_mention(user_id=user_id, channel_id=channel_id, text=text, thread_ts=thread_ts)
+            kind = "mention"
+        else:
+            message = Message(
+                ts=self._next_ts(), channel=channel_id, user=user_id, text=text, thread_ts=thread_ts, via="message"
+            )
+            self._add_message(message)
+            return JSONResponse({"status": 200, "kind": "message", "ts": message.ts, "delivery": None})
+        try:
+            trace = await self.send_event_with_retries(event, team_id=team_id)
+        except RuntimeError as error:  # no events URL: the bot is not up
+            return JSONResponse({"status": 502, "error": f"could not reach the bot: {error}"}, 502)
+        first = trace.attempts[0]
+        return JSONResponse({"status": first.status or 0, "kind": kind, "ts": trace.ts, "delivery": trace_json(trace)})
 
     async def _handle_console_home_opened(self, request: Request) -> Response:
         """The Home tab shown: app_home_opened to the bot, as Slack sends it."""

@@ -49,6 +49,8 @@ VIEW_STACK_MAX = 3
 # Keys of a stored view that are LocalSlack's bookkeeping, not part of Slack's view object.
 _VIEW_INTERNAL_KEYS = ("user_id", "errors", "response_error")
 
+EVENT_TRACES_KEPT = 200  # the console shows the latest; older ones are dropped
+
 _T = TypeVar("_T")
 
 
@@ -67,6 +69,31 @@ class Message:
     edits: int = 0
     files: list[dict[str, Any]] = field(default_factory=list)
     via: str = "chat.postMessage"
+
+
+@dataclass
+class DeliveryAttempt:
+    """One try at delivering an event: the app's HTTP status (None: no answer in time, or no connection), and
+    why Slack counts it failed (`X-Slack-Retry-Reason` of the next try; None when it succeeded)."""
+
+    retry_num: int
+    status: int | None
+    reason: str | None
+    elapsed: float
+
+
+@dataclass
+class EventTrace:
+    """An event and Slack's attempts to deliver it (send_event_with_retries)."""
+
+    event_id: str
+    ts: str
+    user: str
+    body: str
+    attempts: list[DeliveryAttempt] = field(default_factory=list)
+    delivered: bool = False
+    gave_up: bool = False
+    next_retry_in: float | None = None  # seconds, while a retry is waiting
 
 
 @dataclass
@@ -169,6 +196,9 @@ class Workspace:
         self._file_seq = 0
         self._view_seq = 0
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+        # Events sent with Slack's retries (driver.send_event_with_retries), newest last, and their retry tasks.
+        self.event_traces: list[EventTrace] = []
+        self._retry_tasks: set[asyncio.Task[None]] = set()
         self._http: httpx.AsyncClient | None = None
         self._http_loop: asyncio.AbstractEventLoop | None = None
 

@@ -1,6 +1,7 @@
 """LocalSlack's Events API side: mentions and DMs delivered as Slack delivers them (signed JSON envelopes,
 retries), and Slack Connect members of another workspace as Slack shows them to the app."""
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
@@ -8,6 +9,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, cast
 
+import httpx
 import pytest
 from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
 from slack_bolt.async_app import AsyncApp
@@ -23,6 +25,7 @@ from sandbox.asgi_server import serve_asgi
 from sandbox.demo import welcome
 from sandbox.faults import Controls
 from sandbox.slack import LocalSlack
+from sandbox.slack.console import slack_text
 from sandbox.world import EXAMPLE_PROGRAM, Sandbox, workspace_people, workspace_teams
 
 SECRET = "test-signing-secret"
@@ -37,15 +40,19 @@ class EventReceiver:
     """A stand-in for the bot's /slack/events that checks signatures like Bolt and keeps the JSON bodies."""
 
     requests: list[dict[str, Any]] = field(default_factory=list)
+    # How the bot answers each delivery, in order ((seconds to wait, status)); then at once with 200.
+    answers: list[tuple[float, int]] = field(default_factory=list)
 
     async def endpoint(self, request: Request) -> Response:
         raw = (await request.body()).decode()
         headers = dict(request.headers)
         valid = SignatureVerifier(SECRET).is_valid_request(raw, headers)
-        self.requests.append({"valid": valid, "headers": headers, "raw": raw, "body": json.loads(raw)})
+        self.requests.append({"valid": valid, "headers": headers, "raw": raw, "body": json.loads(raw) if raw else {}})
         if not valid:
             return JSONResponse({"error": "invalid request"}, status_code=401)
-        return Response(status_code=200)
+        delay, status = self.answers.pop(0) if self.answers else (0.0, 200)
+        await asyncio.sleep(delay)
+        return Response(status_code=status)
 
 
 @pytest.fixture
@@ -334,3 +341,170 @@ def test_sandbox_has_kumo_labs_own_workspace() -> None:
     text = "\n".join(block["text"]["text"] for block in welcome(world).blocks if block.get("type") == "section")
     assert "as *koji (kumo-labs operator, Kumo Labs' own Slack)* in #kumo-labs" in text
     assert "`@Pitcrew cluster list`" in text
+
+
+# ---------------------------------------------------------------------- console
+
+
+def test_slack_text_is_what_slacks_client_sends() -> None:
+    def typed(text: str) -> tuple[str, bool]:
+        return slack_text(text, bot_name="pitcrew", bot_user_id="U0PITCREW")
+
+    assert typed("@Pitcrew cluster list all") == ("<@U0PITCREW> cluster list all", True)
+    assert typed("hey @PITCREW, track note a<b & c>d") == ("hey <@U0PITCREW>, track note a&lt;b &amp; c&gt;d", True)
+    assert typed("see https://example.com/x?a=1 @pitcrewish") == ("see <https://example.com/x?a=1> @pitcrewish", False)
+    assert typed("cluster list") == ("cluster list", False)
+
+
+async def test_console_marks_external_people(slack: LocalSlack, receiver: EventReceiver) -> None:
+    await slack.send_mention(user_id=TARO, channel_id=OPS, text=f"{slack.bot_mention} help")
+    async with httpx.AsyncClient(base_url=slack.base_url) as http:
+        state = (await http.get("/console/state", params={"user": ALICE})).json()
+        page = await http.get("/")
+    assert state["team"] == {"id": HOST, "domain": "pitcrew-local", "name": "Pitcrew (local)"}
+    users = {u["id"]: u for u in state["users"]}
+    assert users[TARO] == {
+        "id": TARO,
+        "name": "taro (Kumo Labs' own Slack)",
+        "team_id": KUMO,
+        "team_name": "Kumo Labs' own Slack",
+        "external": True,
+    }
+    assert (users[ALICE]["external"], users[ALICE]["team_id"]) == (False, HOST)
+    [message] = state["messages"]
+    assert (message["user_name"], message["external_team"]) == ("taro (Kumo Labs' own Slack)", "Kumo Labs' own Slack")
+    assert 'id="thread-bar"' in page.text and "Direct message with" in page.text and "external" in page.text
+
+
+async def test_console_slash_box_refuses_external_members_as_slack_does(
+    slack: LocalSlack, receiver: EventReceiver
+) -> None:
+    async with httpx.AsyncClient(base_url=slack.base_url) as http:
+        refused = await http.post(
+            "/console/command", json={"user_id": TARO, "channel_id": OPS, "text": "/cluster list all"}
+        )
+    said = (
+        "/cluster is not a valid command. In Slack, external members of a shared channel can only use their own "
+        "workspace's slash commands. Mention @Pitcrew instead: @Pitcrew cluster list all"
+    )
+    assert refused.status_code == 400 and refused.json()["error"] == said
+    assert receiver.requests == []  # nothing sent to the app
+    [notice] = slack.channel_messages(OPS, visible_to=TARO)
+    assert (notice.user, notice.kind, notice.text, notice.via) == ("USLACKBOT", "ephemeral", said, "slackbot")
+    assert slack.channel_messages(OPS, visible_to=ALICE) == []
+    async with httpx.AsyncClient(base_url=slack.base_url) as http:
+        state = (await http.get("/console/state", params={"user": TARO})).json()
+    assert state["messages"][0]["user_name"] == "Slackbot"
+
+
+async def test_console_message_box_sends_mentions_dms_and_plain_messages(
+    slack: LocalSlack, receiver: EventReceiver
+) -> None:
+    async with httpx.AsyncClient(base_url=slack.base_url) as http:
+        mention = (
+            await http.post(
+                "/console/message", json={"user_id": TARO, "channel_id": OPS, "text": "@Pitcrew cluster list <all>"}
+            )
+        ).json()
+        plain = (await http.post("/console/message", json={"user_id": TARO, "channel_id": OPS, "text": "hello"})).json()
+        in_thread = await http.post(
+            "/console/message",
+            json={"user_id": TARO, "channel_id": OPS, "text": "@pitcrew help", "thread_ts": mention["ts"]},
+        )
+        dm = (
+            await http.post(
+                "/console/message", json={"user_id": TARO, "channel_id": slack._dm_id(TARO), "text": "cluster list"}
+            )
+        ).json()
+        others_dm = await http.post(
+            "/console/message", json={"user_id": TARO, "channel_id": slack._dm_id(ALICE), "text": "hi"}
+        )
+        no_thread = await http.post(
+            "/console/message", json={"user_id": TARO, "channel_id": OPS, "text": "@pitcrew x", "thread_ts": "1.2"}
+        )
+        empty = await http.post("/console/message", json={"user_id": TARO, "channel_id": OPS, "text": "  "})
+    assert (mention["status"], mention["kind"]) == (200, "mention")
+    assert mention["delivery"]["delivered"] is True and len(mention["delivery"]["attempts"]) == 1
+    assert (plain["kind"], plain["delivery"]) == ("message", None)
+    assert (dm["status"], dm["kind"]) == (200, "dm")
+    assert in_thread.json()["delivery"]["delivered"] is True
+    assert (others_dm.status_code, no_thread.status_code, empty.status_code) == (404, 404, 400)
+
+    events = [r["body"]["event"] for r in receiver.requests]
+    assert [(e["type"], e["text"], e.get("thread_ts"), e.get("channel_type")) for e in events] == [
+        ("app_mention", "<@U0PITCREW> cluster list &lt;all&gt;", None, None),
+        ("app_mention", "<@U0PITCREW> help", mention["ts"], None),
+        ("message", "cluster list", None, "im"),
+    ]
+    assert all(e["user_team"] == KUMO for e in events)
+    assert (
+        events[0]["ts"] == mention["ts"] and mention["delivery"]["event_id"] == receiver.requests[0]["body"]["event_id"]
+    )
+    assert [m.text for m in slack.channel_messages(OPS)] == [
+        "<@U0PITCREW> cluster list &lt;all&gt;",
+        "hello",
+        "<@U0PITCREW> help",
+    ]
+
+
+async def wait_until_done(slack: LocalSlack, event_id: str) -> dict[str, Any]:
+    async with httpx.AsyncClient(base_url=slack.base_url) as http:
+        for _ in range(200):
+            state = (await http.get("/console/state", params={"user": TARO})).json()
+            [trace] = [d for d in state["deliveries"] if d["event_id"] == event_id]
+            if trace["delivered"] or trace["gave_up"]:
+                return dict(trace)
+            await asyncio.sleep(0.05)
+    raise AssertionError(f"event {event_id} neither delivered nor given up")
+
+
+async def test_console_retries_a_slow_bot_as_slack_does(slack: LocalSlack, receiver: EventReceiver) -> None:
+    slack.ack_deadline = 0.3  # Slack's 3 s, shortened so the test is quick
+    slack.retry_delays = (0.05, 0.05, 0.05)
+    receiver.answers = [(1.0, 200), (0.0, 500)]  # too slow, then an error, then answered
+    async with httpx.AsyncClient(base_url=slack.base_url) as http:
+        first = (
+            await http.post("/console/message", json={"user_id": TARO, "channel_id": OPS, "text": "@Pitcrew help"})
+        ).json()
+    assert first["status"] == 0
+    assert first["delivery"]["attempts"][0]["reason"] == "http_timeout"
+    assert first["delivery"]["next_retry_in"] is None or first["delivery"]["next_retry_in"] == 0.05
+    trace = await wait_until_done(slack, first["delivery"]["event_id"])
+    assert trace["delivered"] is True
+    assert [(a["retry_num"], a["status"], a["reason"]) for a in trace["attempts"]] == [
+        (0, None, "http_timeout"),
+        (1, 500, "http_error"),
+        (2, 200, None),
+    ]
+    await asyncio.sleep(0.3)  # the slow first answer has come back meanwhile
+    sent = receiver.requests
+    assert len(sent) == 3 and all(r["valid"] for r in sent)
+    assert len({r["raw"] for r in sent}) == 1  # the same event (same event_id) every time
+    assert [(r["headers"].get("x-slack-retry-num"), r["headers"].get("x-slack-retry-reason")) for r in sent] == [
+        (None, None),
+        ("1", "http_timeout"),
+        ("2", "http_error"),
+    ]
+    # One message in the channel however many deliveries.
+    assert len(slack.channel_messages(OPS)) == 1
+
+
+async def test_console_gives_up_after_three_retries(slack: LocalSlack, receiver: EventReceiver) -> None:
+    slack.retry_delays = (0.01, 0.01, 0.01)
+    receiver.answers = [(0.0, 503)] * 4
+    async with httpx.AsyncClient(base_url=slack.base_url) as http:
+        first = (
+            await http.post(
+                "/console/message", json={"user_id": TARO, "channel_id": slack._dm_id(TARO), "text": "cluster list"}
+            )
+        ).json()
+    trace = await wait_until_done(slack, first["delivery"]["event_id"])
+    assert trace["gave_up"] is True and trace["delivered"] is False
+    assert [a["retry_num"] for a in trace["attempts"]] == [0, 1, 2, 3]
+    assert [r["headers"].get("x-slack-retry-num") for r in receiver.requests] == [None, "1", "2", "3"]
+
+
+def test_sandbox_retry_schedule_is_short() -> None:
+    # Slack's own is at once / 1 min / 5 min; the sandbox's is short so a person sees it (driver.py).
+    assert LocalSlack.retry_delays == (3.0, 10.0, 30.0)
+    assert LocalSlack.ack_deadline == 3.0

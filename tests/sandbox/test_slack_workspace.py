@@ -841,7 +841,13 @@ async def test_console_state_hides_other_users_private_entries(slack: LocalSlack
     assert bob["home"]["type"] == "home"
     assert alice["home"] is None
     assert {"id": OPS, "name": "ops"} in bob["channels"]
-    assert {"id": ALICE, "name": "Alice Smith"} in bob["users"]
+    assert {
+        "id": ALICE,
+        "name": "Alice Smith",
+        "team_id": "T0PITCREW",
+        "team_name": "Pitcrew (local)",
+        "external": False,
+    } in bob["users"]
 
 
 async def test_console_page_command_and_action(slack: LocalSlack, receiver: Receiver, client: AsyncWebClient) -> None:
