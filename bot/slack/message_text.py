@@ -43,15 +43,26 @@ def _readable(inner: str, bot_user_id: str | None) -> str:
     return label or target  # a link: its label where it has one
 
 
-def command_text(text: str, *, bot_user_id: str | None) -> str:
-    """The message's text as a command: Slack's markup read (the bot's own mention dropped), entities undone,
-    odd spaces and curly quotes made plain, a wrapping code span or block removed, trimmed."""
+def _read(text: str, bot_user_id: str | None) -> str:
     read = _MARKUP.sub(lambda match: _readable(match[1], bot_user_id), text)
     for entity, char in _ENTITIES:
         read = read.replace(entity, char)
     read = _INVISIBLE.sub("", _ODD_SPACES.sub(" ", read)).translate(_QUOTES).strip()
     fenced = _FENCES.match(read)
     return fenced[2].strip() if fenced else read
+
+
+def command_text(text: str, *, bot_user_id: str | None) -> str:
+    """The message's text as a command: Slack's markup read (the bot's own mention dropped), entities undone,
+    odd spaces and curly quotes made plain, a wrapping code span or block removed, trimmed. Words before the
+    mention that name no command ("hey @Pitcrew cluster list") are a greeting, not part of it."""
+    read = _read(text, bot_user_id)
+    if split_command(read)[0] is None and bot_user_id:
+        mention = re.search(rf"<@{re.escape(bot_user_id)}(?:\|[^<>]*)?>", text)
+        after = _read(text[mention.end() :], bot_user_id) if mention else ""
+        if split_command(after)[0] is not None:
+            return after
+    return read
 
 
 def split_command(text: str) -> tuple[str | None, str]:

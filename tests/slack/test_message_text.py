@@ -28,6 +28,9 @@ BOT = "U0PITCREW"
         ("<@U0PITCREW> track require framework=\u201cNeMo 2.0\u201d", 'track require framework="NeMo 2.0"'),
         ("<@U0PITCREW> clu\u200bster list", "cluster list"),  # a zero-width space pasted in
         ("<@U0PITCREW> <!subteam^S0OPS|@oncall> look", "@oncall look"),
+        ("hey <@U0PITCREW> cluster list", "cluster list"),  # a greeting before the mention
+        ("<@U0ALICE01> see <@U0PITCREW> `track note x`", "track note x"),
+        ("track note ask <@U0PITCREW> later", "track note ask   later"),  # a command first: kept whole
         ("<@U0PITCREW>", ""),
         ("", ""),
     ],
