@@ -55,3 +55,64 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+# The image (Dockerfile), built with podman where no registry can be reached: the base is made from Debian's
+# packages with mmdebstrap (once; cached in build/image/: delete the .tar for Debian's latest updates) and imported as
+# $(IMAGE_BASE). podman runs with the project's own containers.conf and storage.conf (deploy/podman/; the store
+# is build/image/storage), so `make image-clean` empties that store and no other. Needs root (or sudo).
+.PHONY: image image-tools image-check image-clean
+IMAGE ?= localhost/pitcrew:dev
+IMAGE_BASE ?= localhost/pitcrew-base:bookworm
+IMAGE_DIR := $(CURDIR)/build/image
+# pip inside the build reaches the index through this machine's proxy: its CA goes in as a build secret.
+PIP_CA ?= /etc/ssl/certs/ca-certificates.crt
+PIP_SECRET := --secret id=pipca,src=$(PIP_CA)
+PODMAN := $(SUDO) env CONTAINERS_CONF=$(IMAGE_DIR)/containers.conf CONTAINERS_STORAGE_CONF=$(IMAGE_DIR)/storage.conf podman
+IMAGE_TOOLS := podman buildah mmdebstrap runc catatonit
+
+image-tools:
+	@missing=; for tool in $(IMAGE_TOOLS); do command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	echo "Installing Debian's$$missing (to build the image)"; \
+	$(SUDO) $(APT_GET) update -qq \
+	  && $(SUDO) env DEBIAN_FRONTEND=noninteractive $(APT_GET) install -y -qq --no-install-recommends $$missing
+
+# This host's hard limits: podman's default ulimits exceed them, and a container then fails to start. nproc is
+# capped at 32768 too: runc failed to set this host's own hard limit (96362) on a container (EPERM).
+$(IMAGE_DIR)/containers.conf: deploy/podman/containers.conf
+	@mkdir -p $(IMAGE_DIR)
+	nofile=$$(bash -c 'ulimit -Hn') && nproc=$$(bash -c 'ulimit -Hu') \
+	  && if [ "$$nofile" = unlimited ] || [ "$$nofile" -gt 1048576 ]; then nofile=1048576; fi \
+	  && if [ "$$nproc" = unlimited ] || [ "$$nproc" -gt 32768 ]; then nproc=32768; fi \
+	  && sed -e "s/@NOFILE@/$$nofile/g" -e "s/@NPROC@/$$nproc/g" $< > $@.part && mv $@.part $@
+
+$(IMAGE_DIR)/storage.conf: deploy/podman/storage.conf
+	@mkdir -p $(IMAGE_DIR)
+	sed -e "s|@STATE@|$(IMAGE_DIR)|g" $< > $@.part && mv $@.part $@
+
+$(IMAGE_DIR)/base-bookworm.tar: | image-tools
+	@mkdir -p $(IMAGE_DIR)
+	$(SUDO) mmdebstrap --quiet --format=tar --variant=apt --include=python3,python3-venv,ca-certificates,tzdata bookworm $@.part
+	mv $@.part $@
+
+# Imported again whenever the tarball is newer (the stamp lives in the store, so image-clean drops both). The
+# tarball has no environment of its own: PATH is set here, for the Dockerfile's ENV PATH=...:$$PATH.
+$(IMAGE_DIR)/storage/base-imported: $(IMAGE_DIR)/base-bookworm.tar $(IMAGE_DIR)/containers.conf $(IMAGE_DIR)/storage.conf
+	$(PODMAN) import --quiet --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+	  $(IMAGE_DIR)/base-bookworm.tar $(IMAGE_BASE)
+	$(SUDO) touch $@
+
+image: image-tools $(IMAGE_DIR)/storage/base-imported
+	$(PODMAN) build --format docker --build-arg BASE=$(IMAGE_BASE) \
+	  $(if $(wildcard $(PIP_CA)),$(PIP_SECRET)) --tag $(IMAGE) .
+	@$(PODMAN) image inspect --format 'built $(IMAGE): {{.Size}} bytes' $(IMAGE)
+
+# Runs the image with the sandbox's example program and checks /healthz, /readyz and the HEALTHCHECK.
+image-check: image
+	$(SUDO) env CONTAINERS_CONF=$(IMAGE_DIR)/containers.conf CONTAINERS_STORAGE_CONF=$(IMAGE_DIR)/storage.conf \
+	  deploy/check-image.sh $(IMAGE)
+
+# Empties the project's image store (images, containers, volumes); the cached base tarball stays.
+image-clean:
+	@if [ -f $(IMAGE_DIR)/storage.conf ]; then $(PODMAN) system reset --force; fi
+	$(SUDO) rm -rf $(IMAGE_DIR)/storage $(IMAGE_DIR)/run
