@@ -25,6 +25,7 @@ from bot.clusters import requests
 from bot.clusters.fleet import Fleet, describe_error, request_id
 from bot.clusters.model import Backend
 from bot.clusters.progress import Kind, State, Watch, judge
+from bot.iam.denied import AccessProblem
 from bot.slack import blocks
 from bot.slack.publisher import Publisher
 from storage import crud
@@ -90,6 +91,7 @@ class StartFailed:
     noun: str
     cluster_name: str
     reason: str  # AWS's refusal (as describe_error says it), or why the stored request could not be sent
+    refused: bool = False  # Pitcrew's role lacks the permission (bot.iam.denied): audited as refused
     replaces = True
 
 
@@ -267,6 +269,9 @@ class Operations:
             reason = f"its stored request cannot be read: {bad}"
             await self._finish(operation, OperationStatus.FAILED, reason)
             return StartFailed(noun=noun, cluster_name=operation.cluster_name, reason=reason)
+        except AccessProblem as problem:  # Pitcrew's role may not: refused, and nothing was changed
+            await self._finish(operation, OperationStatus.FAILED, str(problem), refused=True)
+            return StartFailed(noun=noun, cluster_name=operation.cluster_name, reason=str(problem), refused=True)
         except Exception as error:
             reason = describe_error(error) if not isinstance(error, NothingStarted) else str(error)
             rid = request_id(error)
@@ -419,7 +424,7 @@ class Operations:
             log.warning("could not edit the progress message of %s", operation.id, exc_info=True)
 
     async def _finish(
-        self, operation: Operation, status: OperationStatus, detail: str, *, request_id: str = ""
+        self, operation: Operation, status: OperationStatus, detail: str, *, request_id: str = "", refused: bool = False
     ) -> None:
         await self._set(operation.id, status=status.value, detail=detail[:2000])
         operation.status = status.value
@@ -431,10 +436,11 @@ class Operations:
             operation,
             user_id=operation.confirmed_by or operation.requested_by,
             command=operation.kind,
-            outcome=Outcome.DONE if done else Outcome.FAILED,
+            outcome=Outcome.DONE if done else Outcome.REFUSED if refused else Outcome.FAILED,
             detail=f"{detail}{rid}{started}",
         )
-        await self._show(operation, f"Done: {detail}" if done else f"Failed: {blocks.escape(detail)}")
+        shown = "Refused" if refused else "Failed"
+        await self._show(operation, f"Done: {detail}" if done else f"{shown}: {blocks.escape(detail)}")
         if self.on_change is not None:
             self.on_change(operation.org_id)
 

@@ -37,6 +37,7 @@ from bot.clusters.requests import (
 )
 from bot.clusters.templates import COUNT, ParameterError, PriceTable, Template, TemplateSet, validate_cluster_name
 from bot.config import ProgramConfig
+from bot.iam.denied import AccessProblem
 from storage.models import Operation, Outcome, utcnow
 
 if TYPE_CHECKING:  # bot.operations imports the fleet too; only its type is needed here
@@ -397,8 +398,13 @@ class Changes:
         if resize.objection is not None:
             if not resize.needs_fleet_stop:
                 reason = describe_error(resize.objection)
+                said = (
+                    reason
+                    if isinstance(resize.objection, AccessProblem)
+                    else f"{cluster.backend.label} refused the change: {reason}"
+                )
                 raise NotPlanned(
-                    f"{cluster.backend.label} refused the change: {reason}",
+                    said,
                     outcome=Outcome.REFUSED,
                     shown=Shown.PROBLEM,
                     org_id=cluster.org,

@@ -36,6 +36,7 @@ from bot.clusters.parallelcluster import (
 )
 from bot.clusters.requests import LaunchRequest
 from bot.config import OrgConfig, ProgramConfig
+from bot.iam.denied import AccessProblem, refusal, translated
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -97,6 +98,8 @@ def request_id(error: BaseException) -> str:
 
 def describe_error(error: BaseException) -> str:
     """One line a person can act on; never a stack trace."""
+    if isinstance(error, AccessProblem):  # names the missing permission and what to deploy (bot.iam.denied)
+        return str(error)
     if isinstance(error, ClientError):
         info = error.response.get("Error", {})
         code = info.get("Code", "Error")
@@ -198,13 +201,13 @@ class Fleet:
         try:
             backends = self.backends(org)
         except (ClientError, BotoCoreError) as error:  # assume_role failed: nothing of this org is reachable
-            return OrgClusters(org=org.id, errors=[describe_error(error)])
+            return OrgClusters(org=org.id, errors=[describe_error(translated(org.id, error))])
         for backend in backends:
             try:
                 clusters.extend(backend.list_clusters())
             except Exception as error:  # one backend's failure must not hide the other's clusters
                 log.warning("listing %s clusters of %s failed: %r", backend.backend, org.id, error)
-                errors.append(f"{backend.backend.label}: {describe_error(error)}")
+                errors.append(f"{backend.backend.label}: {describe_error(translated(org.id, error))}")
         return OrgClusters(org=org.id, clusters=clusters, errors=errors)
 
     def _fresh(self, org_id: str) -> OrgClusters | None:
@@ -263,20 +266,31 @@ class Fleet:
             # No timeout: giving up on the await would not stop the thread, so a change that AWS goes on to
             # make would be reported as failed. boto3's own connect/read timeouts and retries bound it.
             return await self._in_thread(lambda: work(self._backend(org, backend)), timeout=None)
+        except Exception as error:
+            raise translated(org_id, error, change=True) from error
         finally:
             self._cache.pop(org_id, None)
 
     async def capabilities(self, org_id: str, backend: Backend) -> Capabilities:
         """What the org's backend can change (made in a worker thread: assuming the role may call STS)."""
         org = self._org(org_id)
-        return await self._in_thread(lambda: self._backend(org, backend).capabilities)
+        try:
+            return await self._in_thread(lambda: self._backend(org, backend).capabilities)
+        except Exception as error:
+            raise translated(org_id, error) from error
 
     async def plan_resize(self, cluster: Cluster, *, group: str, count: int) -> ResizePlan:
         """What resizing would change (ParallelCluster's dry run); raises GroupNotFound for a group it lacks."""
         org = self._org(cluster.org)
-        return await self._in_thread(
-            lambda: self._backend(org, cluster.backend).plan_resize(cluster, group=group, count=count)
-        )
+        try:
+            plan = await self._in_thread(
+                lambda: self._backend(org, cluster.backend).plan_resize(cluster, group=group, count=count)
+            )
+        except Exception as error:  # the dry run of a change needs the change's permission
+            raise translated(org.id, error, change=True) from error
+        if plan.objection is not None and (problem := refusal(org.id, plan.objection, change=True)) is not None:
+            return replace(plan, objection=problem, reasons=(), needs_fleet_stop=False)
+        return plan
 
     async def launch(self, org_id: str, backend: Backend, request: LaunchRequest) -> str:
         return await self._change(org_id, backend, lambda target: target.launch(request))
@@ -311,7 +325,10 @@ class Fleet:
             except ClusterNotFound:
                 return None
 
-        return await self._in_thread(read)
+        try:
+            return await self._in_thread(read)
+        except Exception as error:
+            raise translated(org_id, error) from error
 
     async def warm(self) -> None:
         """Assume every org's role and build its clients ahead of the first command (best effort)."""
@@ -350,7 +367,7 @@ class Fleet:
         errors: dict[str, str] = {}
         for org_id, result in await asyncio.gather(*(one(org_id) for org_id in org_ids)):
             if isinstance(result, BaseException):
-                errors[org_id] = describe_error(result)
+                errors[org_id] = describe_error(translated(org_id, result))
             else:
                 found.extend(result)
         return Lookup(found=found, errors=errors)

@@ -18,6 +18,7 @@ from bot.clusters.model import (
     hyperpod_node_health,
 )
 from bot.clusters.requests import LaunchRequest, NodeFailure
+from bot.iam.denied import is_denied
 
 __all__ = ["ORG_TAG", "GroupNotFound", "HyperPodBackend", "NodeBatchResult", "NodeFailure"]  # older import paths
 PAGE_SIZE = 100  # the API's maximum; fewer round trips for big clusters
@@ -172,6 +173,8 @@ class HyperPodBackend:
             try:
                 response = call(ClusterName=name, NodeIds=chunk)
             except ClientError as error:
+                if is_denied(error):  # the role may not do this to any node: one refusal, not a failure per node
+                    raise
                 # One chunk refused as a whole (throttled, not found, ...): its nodes failed, the others still run.
                 err = error.response.get("Error", {})
                 code, message = str(err.get("Code", "ClientError")), str(err.get("Message", error))

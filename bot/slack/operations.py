@@ -44,7 +44,8 @@ def decision_reply(decision: Decision, *, plan: dict[str, Any] | None = None) ->
         by = f" by <@{decision.by}>" if decision.by else ""
         return blocks.problem(f"This {decision.noun} is already {decision.state}{by}; nothing more was done.")
     if isinstance(decision, StartFailed):
-        return blocks.refusal(f"The {decision.noun} of `{decision.cluster_name}` failed: {decision.reason}")
+        verb = "was refused" if decision.refused else "failed"
+        return blocks.refusal(f"The {decision.noun} of `{decision.cluster_name}` {verb}: {decision.reason}")
     if isinstance(decision, Started):
         kept = blocks.confirmed_plan(plan, decision.operation) if plan else None
         return kept or blocks.operation_decided(decision.operation, "confirmed")
