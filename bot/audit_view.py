@@ -5,7 +5,7 @@ the operation's summary, "scale kumo-labs/kumo-p5-train workers 2→4"); this mo
 "confirmed a scale of `kumo-labs/kumo-p5-train workers 2→4`" and knows which entries an `--action` means.
 
 Internal ids (operations' 32-hex ids, AWS request ids, episode and silence numbers) are left out unless
-asked for. Whatever a user typed is shown inside inline code that it cannot break out of (bot.slack.mrkdwn);
+asked for. Whatever a user typed is shown inside inline code that it cannot break out of (bot.mrkdwn);
 our own details are shown as plain text with the characters Slack would take for formatting neutralized.
 """
 
@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from bot.slack.mrkdwn import code, cut, escape, visible
+from bot.mrkdwn import code, cut, escape, visible
 
 # Action ids and callback ids as the handlers record them (bot.slack.blocks and bot.digest.render define
 # them; tests/test_audit_view.py checks these copies, which cannot be imported here without a cycle).

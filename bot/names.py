@@ -9,11 +9,11 @@ import difflib
 import re
 from collections.abc import Iterable, Sequence
 
-from bot.slack.mrkdwn import visible
+from bot.mrkdwn import visible
 
 SHOWN_NAMES = 12  # a list longer than this is cut with "and N more": a reply is read, not scanned
 # The bidi and zero-width marks that make a name look like another; control characters are shown as symbols
-# by bot.slack.mrkdwn.visible, the one place that decides how they look (␀, ␛, ␡, �).
+# by bot.mrkdwn.visible, the one place that decides how they look (␀, ␛, ␡, �).
 _INVISIBLE = re.compile("[\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
 
 

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot import audit_view
+from bot import audit_view, mrkdwn
 from bot.clusters.progress import Kind
 from bot.commands import ShowAudit, UsageError, parse_cluster_command
 from bot.digest import render
-from bot.slack import alerts, blocks, mrkdwn
+from bot.slack import alerts, blocks
 from handlers import errors
 
 TOKYO = ZoneInfo("Asia/Tokyo")

@@ -33,10 +33,10 @@ from bot.alerts.kinds import faulty as faulty_kind
 from bot.alerts.kinds import job as job_kind
 from bot.clusters.model import Backend
 from bot.monitor.metrics_reads import MetricsReads, ReadFailed
+from bot.mrkdwn import escape
 from bot.node_metrics.culprit import FAULT_WINDOW, assess_nodes
 from bot.node_metrics.series import NodeAssessment, NodeFault, PeerChart
 from bot.slack import charts
-from bot.slack.blocks import escape
 from storage import crud
 from storage.models import Episode
 

@@ -37,7 +37,7 @@ from bot.clusters.model import Cluster, Node, Phase
 from bot.clusters.templates import PriceTable
 from bot.config import OrgConfig, normalize_instance_type
 from bot.monitor.nodes import UsageObserver
-from bot.slack.blocks import escape, when
+from bot.mrkdwn import escape, when
 from storage import crud
 from storage.models import Episode
 

@@ -36,10 +36,10 @@ from bot.config import ProgramConfig
 from bot.monitor.faulty import FaultyNodeMonitor, upload_peer_chart
 from bot.monitor.metrics_reads import MetricsReader, MetricsReads, ReadFailed
 from bot.monitor.throughput import NEAR_ZERO_RATIO, Anomaly, JobDetector, Sample, Thresholds
+from bot.mrkdwn import escape, when
 from bot.node_metrics.culprit import HEALTHY_BEFORE, find_culprit
 from bot.node_metrics.series import Cause, ClusterMetrics, Verdict
 from bot.slack import charts
-from bot.slack.blocks import escape, when
 from storage import crud
 from storage.models import Episode, EpisodeKind, ThroughputSample
 

@@ -19,9 +19,9 @@ from bot.alerts.kinds import job as job_kind
 from bot.alerts.kinds import node as node_kind
 from bot.clusters.console import cluster_url, node_url
 from bot.clusters.model import Backend, Cluster, Health
+from bot.mrkdwn import cut, visible
 from bot.slack.blocks import Block, Reply, button, context, escape, fit, header, section, sections, when
 from bot.slack.capacity import capacity_alert, capacity_coordination_line, capacity_held_back
-from bot.slack.mrkdwn import cut, visible
 
 ACK_ACTION = "alert_ack"
 REPLACE_ACTION = "alert_replace"

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from bot import audit_view
+from bot import audit_view, mrkdwn
 from bot.clusters import console
 from bot.clusters.fleet import OrgClusters
 from bot.clusters.model import Backend, Cluster, Health, Node, Phase
@@ -30,7 +30,7 @@ from bot.clusters.requests import (
 )
 from bot.clusters.templates import TemplateSet
 from bot.commands import UsageError
-from bot.slack import mrkdwn
+from bot.mrkdwn import when
 from bot.slack.launch_form import LAUNCH_OPEN_ACTION
 from bot.slack.reserved import reservation_blocks
 
@@ -120,16 +120,8 @@ def fit(blocks: list[Block], *, overflow: str) -> list[Block]:
 
 def escape(text: str) -> str:
     """User and AWS text in mrkdwn: Slack's three control characters escaped (no links or mentions), and
-    control characters shown as symbols, never echoed raw (bot.slack.mrkdwn)."""
+    control characters shown as symbols, never echoed raw (bot.mrkdwn)."""
     return mrkdwn.escape(text)
-
-
-def when(moment: datetime | None, tz: ZoneInfo) -> str:
-    if moment is None:
-        return "unknown"
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=ZoneInfo("UTC"))
-    return moment.astimezone(tz).strftime("%Y-%m-%d %H:%M %Z")
 
 
 _HEALTH_ICON = {

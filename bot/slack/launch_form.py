@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bot import mrkdwn
 from bot.clusters.templates import COUNT, Parameter, Template, TemplateSet
 from bot.config import OrgConfig
-from bot.slack import mrkdwn
 
 LAUNCH_OPEN_ACTION = "launch_open"  # the Home tab's "Launch…" button; its value is the org id
 LAUNCH_VIEW = "launch_form"  # the modal's callback_id

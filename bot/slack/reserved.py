@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from bot import mrkdwn
 from bot.clusters.plans import ReservationLine
-from bot.slack import mrkdwn
 
 
 def _end(line: ReservationLine) -> str:

@@ -1,4 +1,5 @@
-"""Text made safe to show in a Slack message. Pure, and free of imports so `bot.commands` can use it too.
+"""Text made safe to show in a Slack message. Pure, and free of Pitcrew's imports so any layer can use it: the
+domain's own sentences (refusals, notes, usage errors) are mrkdwn.
 
 Control characters are never echoed raw: a NUL, an ESC or a DEL typed into a command comes back as the
 Unicode "control picture" that names it (␀, ␛, ␡), so the reader sees what was there and Slack gets no raw
@@ -8,6 +9,8 @@ control character. C1 controls (U+0080-U+009F) and lone surrogates have no pictu
 from __future__ import annotations
 
 import re
+from datetime import datetime
+from zoneinfo import ZoneInfo
 
 _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")  # newline and tab are kept
 _CONTROLS_AND_BREAKS = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -56,3 +59,12 @@ def cut(text: str, limit: int) -> str:
     if space >= limit // 3:  # a word boundary not too far back; else one very long word, cut where it must be
         head = head[:space]
     return head.rstrip() + "…"
+
+
+def when(moment: datetime | None, tz: ZoneInfo) -> str:
+    """A moment as messages show it, in the program's time zone (a naive one is UTC)."""
+    if moment is None:
+        return "unknown"
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=ZoneInfo("UTC"))
+    return moment.astimezone(tz).strftime("%Y-%m-%d %H:%M %Z")
