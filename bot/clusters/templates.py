@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from bot.clusters.model import ORG_TAG
 from bot.config import known_instance_types, normalize_instance_type
+from bot.names import did_you_mean
 
 PRICES_FILE = "prices.yaml"
 TEMPLATE_TAG = "pitcrew:template"
@@ -711,8 +712,6 @@ def load_templates(folder: Path) -> TemplateSet:
 def check_launch_defaults(templates: TemplateSet, defaults: Mapping[str, str | int]) -> list[str]:
     """What is wrong with an org's launch defaults, each as `launch.NAME: message`: a name no template declares
     (with a did-you-mean), or a value a template declaring it would refuse. Empty when all can be used."""
-    from bot.names import did_you_mean  # bot.names reaches bot.slack; only check-config needs it
-
     declared: dict[str, list[Template]] = {}
     for template in templates:
         for name in template.parameters:
