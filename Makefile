@@ -112,7 +112,13 @@ image-check: image
 	$(SUDO) env CONTAINERS_CONF=$(IMAGE_DIR)/containers.conf CONTAINERS_STORAGE_CONF=$(IMAGE_DIR)/storage.conf \
 	  deploy/check-image.sh $(IMAGE)
 
-# Empties the project's image store (images, containers, volumes); the cached base tarball stays.
+# Empties the project's image store (containers, images, volumes; the cached base tarball stays). Not `podman
+# system reset`: that also drops podman's networks, which are machine-wide, not the store's.
 image-clean:
-	@if [ -f $(IMAGE_DIR)/storage.conf ]; then $(PODMAN) system reset --force; fi
+	@if [ -f $(IMAGE_DIR)/storage.conf ] && [ -d $(IMAGE_DIR)/storage ]; then \
+	  $(PODMAN) rm --all --force --volumes >/dev/null && $(PODMAN) rmi --all --force >/dev/null \
+	    && $(PODMAN) volume prune --force >/dev/null; \
+	fi
+	@# the overlay driver mounts its folder on itself; the mount outlives podman
+	@if mountpoint -q $(IMAGE_DIR)/storage/overlay 2>/dev/null; then $(SUDO) umount $(IMAGE_DIR)/storage/overlay; fi
 	$(SUDO) rm -rf $(IMAGE_DIR)/storage $(IMAGE_DIR)/run
