@@ -26,8 +26,8 @@ from bot.clusters.fleet import Fleet, describe_error, request_id
 from bot.clusters.model import Backend
 from bot.clusters.progress import Kind, State, Watch, judge
 from bot.iam.denied import AccessProblem
+from bot.publishing import Publisher
 from bot.slack import blocks
-from bot.slack.publisher import Publisher
 from storage import crud
 from storage.db import Database
 from storage.models import Operation, OperationStatus, Outcome, utcnow

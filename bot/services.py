@@ -29,8 +29,8 @@ from bot.monitor.idle import IdleMonitor
 from bot.monitor.jobs import ThroughputMonitor
 from bot.monitor.nodes import NodeMonitor
 from bot.operations import Operations
+from bot.publishing import Publisher
 from bot.scheduler import LeaderScheduler
-from bot.slack.publisher import Publisher
 from bot.tracking.records import RecordBook
 from storage import crud
 from storage.db import Database

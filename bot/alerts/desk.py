@@ -20,8 +20,7 @@ from bot.alerts.kinds import KINDS
 from bot.clusters.fleet import describe_error
 from bot.clusters.model import Backend, Cluster
 from bot.config import ProgramConfig
-from bot.slack.blocks import Reply
-from bot.slack.publisher import Publisher
+from bot.publishing import Publisher, Reply
 from storage import crud
 from storage.db import Database
 from storage.models import Episode, Silence, utcnow

@@ -25,7 +25,7 @@ from zoneinfo import ZoneInfo
 from bot.alerts.desk import AlertDesk
 from bot.alerts.kind import Action, AlertKind, AlertView
 from bot.config import OrgConfig
-from bot.slack.blocks import Reply
+from bot.publishing import Reply
 from storage import crud
 from storage.models import Episode
 

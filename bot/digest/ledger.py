@@ -16,7 +16,7 @@ from bot.clusters.model import Cluster
 from bot.config import ProgramConfig, normalize_instance_type
 from bot.digest import render
 from bot.digest.compute import quota_levels
-from bot.slack.publisher import Publisher
+from bot.publishing import Publisher
 from storage import crud, tracking
 from storage.db import Database
 from storage.models import ClusterSeen, QuotaNotice, utcnow

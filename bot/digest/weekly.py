@@ -29,9 +29,8 @@ from bot.digest.facts import OrgSection, ProgramDigest, Week
 from bot.digest.gather import gather_week
 from bot.digest.medians import job_medians
 from bot.digest.weeks import digest_week, due_at, previous_week
+from bot.publishing import Publisher, Reply
 from bot.slack import charts
-from bot.slack.blocks import Reply
-from bot.slack.publisher import Publisher
 from storage import tracking
 from storage.db import Database
 from storage.models import DigestRun, DigestRunStatus, utcnow

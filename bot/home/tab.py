@@ -35,7 +35,7 @@ from bot.home.facts import (
     quota_lines,
 )
 from bot.home.render import home_view
-from bot.slack.publisher import Publisher
+from bot.publishing import Publisher
 from storage import crud, tracking
 from storage.db import Database
 from storage.models import DigestRunStatus, utcnow

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -31,6 +30,7 @@ from bot.clusters.requests import (
 from bot.clusters.templates import TemplateSet
 from bot.commands import UsageError
 from bot.mrkdwn import when
+from bot.publishing import Block, Reply
 from bot.slack.launch_form import LAUNCH_OPEN_ACTION
 from bot.slack.reserved import reservation_blocks
 
@@ -38,34 +38,6 @@ MAX_BLOCKS = 50
 MAX_SECTION = 3000
 MAX_HEADER = 150
 NODES_LISTED_IN_FULL = 40  # above this a nodes reply summarizes and lists only unhealthy nodes
-
-Block = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Reply:
-    text: str  # notification and accessibility fallback
-    blocks: list[Block] = field(default_factory=list)
-    public: bool = False  # in_channel instead of ephemeral
-
-    def __post_init__(self) -> None:
-        # The last line of defence: whatever a builder forgot to escape, no raw control character reaches
-        # Slack (newline and tab are kept; button values are JSON, which has none).
-        object.__setattr__(self, "text", mrkdwn.visible(self.text))
-        object.__setattr__(self, "blocks", _visible(self.blocks))
-
-    def as_message(self) -> dict[str, Any]:
-        return {"text": self.text, "blocks": self.blocks}
-
-
-def _visible(value: Any) -> Any:
-    if isinstance(value, str):
-        return mrkdwn.visible(value)
-    if isinstance(value, list):
-        return [_visible(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _visible(item) for key, item in value.items()}
-    return value
 
 
 def header(text: str) -> Block:

@@ -25,7 +25,7 @@ POST_INTERVAL = 1.0  # seconds between posts to one channel (chat.postMessage's 
 
 
 class Poster:
-    """The Publisher (bot.slack.publisher) that talks to Slack."""
+    """The Publisher (bot.publishing) that talks to Slack."""
 
     def __init__(
         self,
