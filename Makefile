@@ -119,6 +119,7 @@ image-clean:
 	  $(PODMAN) rm --all --force --volumes >/dev/null && $(PODMAN) rmi --all --force >/dev/null \
 	    && $(PODMAN) volume prune --force >/dev/null; \
 	fi
-	@# the overlay driver mounts its folder on itself; the mount outlives podman
-	@if mountpoint -q $(IMAGE_DIR)/storage/overlay 2>/dev/null; then $(SUDO) umount $(IMAGE_DIR)/storage/overlay; fi
+	@# mounts left in the store (its overlay folder, mounted on itself while containers run, or an interrupted
+	@# run's layers) would keep rm from deleting it
+	@awk '$$2 ~ "^$(IMAGE_DIR)/storage/" {print $$2}' /proc/mounts | sort -r | xargs -r $(SUDO) umount
 	$(SUDO) rm -rf $(IMAGE_DIR)/storage $(IMAGE_DIR)/run
