@@ -36,8 +36,10 @@ from bot.capacity.service import CapacityService
 from bot.clusters.accounts import AwsAccounts
 from bot.clusters.fleet import Fleet
 from bot.clusters.templates import load_templates
+from bot.commands import CLUSTER
 from bot.config import ProgramConfig, Settings
 from bot.digest.ledger import UsageLedger
+from bot.digest.parse import DIGEST
 from bot.digest.weekly import WeeklyDigest
 from bot.home.tab import HomeTab, SweepWatch
 from bot.inbound import Refused, read_slack_request
@@ -57,6 +59,7 @@ from bot.scheduler import LeaderScheduler, Monitors
 from bot.services import Services
 from bot.slack.alerts import SlackAlerts
 from bot.slack.poster import Poster
+from bot.tracking.parse import TRACK
 from bot.tracking.records import RecordBook
 from handlers import register_listeners
 from handlers.errors import on_error
@@ -99,7 +102,8 @@ def build_services(
 ) -> Services:
     db = Database(url=settings.database_url)
     accounts = accounts or AwsAccounts()
-    metrics = Metrics()  # this app's own registry, served at GET /metrics
+    # This app's own registry, served at GET /metrics; commands are counted by the names in their tables.
+    metrics = Metrics(subcommands={table.command: frozenset(table.names) for table in (CLUSTER, TRACK, DIGEST)})
     accounts.observe_calls(metrics.aws_call)
     metrics.count_slack_calls(client)
     access = AccessPolicy(program=program)

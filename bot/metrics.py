@@ -47,15 +47,6 @@ SLACK_METHOD = re.compile(r"[a-z][A-Za-z]*(?:\.[a-z][A-Za-z]*)+")  # chat.postMe
 AWS_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # services, operations and error codes as botocore has them
 
 
-def known_subcommands() -> dict[str, frozenset[str]]:
-    """The subcommands of each slash command, from the commands' own tables (bot.subcommands)."""
-    from bot.commands import CLUSTER
-    from bot.digest.parse import DIGEST
-    from bot.tracking.parse import TRACK
-
-    return {table.command: frozenset(table.names) for table in (CLUSTER, TRACK, DIGEST)}
-
-
 def command_labels(known: Mapping[str, Collection[str]], command: str, text: str) -> tuple[str, str]:
     """(command, subcommand) as labels: a name outside the known set is "other"; an empty text is help."""
     if command not in known:
@@ -107,10 +98,12 @@ class Metrics:
     """The metric objects of one running Pitcrew, on their own registry."""
 
     def __init__(
-        self, *, registry: CollectorRegistry | None = None, subcommands: Mapping[str, Collection[str]] | None = None
+        self, *, subcommands: Mapping[str, Collection[str]], registry: CollectorRegistry | None = None
     ) -> None:
+        """`subcommands`: each slash command's subcommand names, the only ones counted by name (the wiring
+        reads them from the command tables, which sit above this module)."""
         self.registry = registry or CollectorRegistry()
-        self._subcommands = subcommands if subcommands is not None else known_subcommands()
+        self._subcommands = subcommands
         self.commands = Counter(
             "pitcrew_commands",
             "Slash commands answered, by command, subcommand and outcome.",

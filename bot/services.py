@@ -55,6 +55,7 @@ class Services:
     throughput: ThroughputMonitor
     digest: WeeklyDigest
     records: RecordBook
+    metrics: Metrics  # GET /metrics: the one build_services wired
     scheduler: LeaderScheduler | None = None  # the monitors and the digest, on the leader replica (if enabled)
     capacity: CapacityService | None = None  # reserved capacity per org (/cluster capacity, plans, Home)
     idle: IdleMonitor | None = None  # idle-accelerator notices (told each sweep's listings)
@@ -62,7 +63,6 @@ class Services:
     home: HomeTab | None = None  # the App Home tab: published on app_home_opened, refreshed after changes
     clock: Callable[[], datetime] = utcnow
     bot_user_id: str | None = None  # Pitcrew's own Slack user (auth.test): its mention is no part of a command
-    metrics: Metrics = field(default_factory=Metrics)  # GET /metrics; build_services passes the one it wired
     _background: set[asyncio.Task[None]] = field(default_factory=set)
 
     def spawn(self, work: Coroutine[Any, Any, None]) -> None:
