@@ -208,6 +208,7 @@ def _external(team: str | None, home_team: str | None, team_names: Mapping[str, 
 
 
 VIA_WORDS = {"mention": " by mention", "dm": " by DM"}  # a slash command says nothing more
+HELP = "help"  # what a mention or DM naming no command is recorded as (handlers.events.messages)
 
 
 def describe(
@@ -221,6 +222,7 @@ def describe(
     """One audit entry (an AuditEntry, or anything with its fields) as a line. An actor whose team is not
     `home_team` (Pitcrew's workspace) is marked external, with the team's name from `team_names` if known."""
     command, text, detail = str(entry.command), str(entry.text), str(entry.detail or "")
+    via_words = VIA_WORDS.get(getattr(entry, "via", ""), "")
     actor = who(str(entry.user_id)) + _external(getattr(entry, "team_id", None), home_team, team_names or {})
     unhandled = _unhandled(command, text, ids=ids) if detail.startswith("unhandled ") else None
     if unhandled is not None:
@@ -234,6 +236,9 @@ def describe(
         what = (
             "ran " + code(f"{command} {text.strip()}", limit=TEXT_LIMIT) + VIA_WORDS.get(getattr(entry, "via", ""), "")
         )
+    elif command == HELP:  # `@Pitcrew` alone, `@Pitcrew help`, or a mention that named no command
+        asked = text.strip().lower() in ("", HELP)
+        what = ("asked for help" if asked else "wrote " + code(text.strip(), limit=TEXT_LIMIT)) + via_words
     elif command in (CONFIRM, CANCEL, DELETE_OPEN, DELETE_VIEW):
         noun, target = _operation(text)
         verb = {

@@ -17,6 +17,7 @@ from logging import Logger
 from typing import Any
 
 from bot.actor import current_team
+from bot.audit_view import HELP  # what `@Pitcrew` alone, `@Pitcrew help` or no command is audited as
 from bot.services import Services
 from bot.slack import blocks
 from bot.slack.blocks import Reply
@@ -30,7 +31,6 @@ from storage.models import Outcome
 
 log = logging.getLogger(__name__)
 COMMANDS: dict[str, SlashCommand] = {c.commands.command: c for c in (CLUSTER_COMMAND, TRACK_COMMAND, DIGEST_COMMAND)}
-HELP = "help"  # what `@Pitcrew` alone, or `@Pitcrew help`, is audited as
 NOT_A_COMMAND = "Pitcrew reads a command after its name: `cluster …`, `track …` or `digest …`."
 USAGE = "@Pitcrew cluster|track|digest SUBCOMMAND ... (`@Pitcrew help` lists what you may run)"
 

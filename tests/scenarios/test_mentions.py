@@ -143,6 +143,7 @@ async def test_an_external_operator_lists_scales_records_and_gets_help_by_mentio
     shown = body(audit)
     assert f"<@{KOJI}> (external: Kumo Labs' workspace T0KUMOLAB) ran `/cluster scale" in shown
     assert "by mention" in shown and f"<@{ALICE}> (external" not in shown
+    assert "T0KUMOLAB) asked for help by mention" in shown
 
 
 async def test_an_admin_previews_the_digest_by_dm(world: Sandbox) -> None:
