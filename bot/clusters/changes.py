@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
 from sqlalchemy.exc import IntegrityError
@@ -40,8 +40,28 @@ from bot.config import ProgramConfig
 from bot.iam.denied import AccessProblem
 from storage.models import Operation, Outcome, utcnow
 
-if TYPE_CHECKING:  # bot.operations imports the fleet too; only its type is needed here
-    from bot.operations import Operations
+
+class Proposals(Protocol):
+    """What planning needs of `bot.operations.Operations`, which runs the changes planned here and so sits
+    above bot.clusters: store a proposed change, read one back, and the change running on a cluster."""
+
+    async def propose(
+        self,
+        *,
+        kind: Kind,
+        org_id: str,
+        backend: Backend,
+        cluster_name: str,
+        request: dict[str, Any],
+        user_id: str,
+        channel_id: str,
+        template: str = "",
+        operation_id: str | None = None,
+    ) -> Operation: ...
+
+    async def busy(self, *, org_id: str, backend: Backend, cluster_name: str) -> Operation | None: ...
+
+    async def get(self, operation_id: str) -> Operation | None: ...
 
 
 class Shown(StrEnum):
@@ -157,7 +177,7 @@ def node_kind(verb: str) -> Kind:
 @dataclass
 class Changes:
     fleet: Fleet
-    operations: Operations
+    operations: Proposals  # bot.operations.Operations, given by the wiring
     program: ProgramConfig
     templates: TemplateSet
     capacity: CapacityService | None = None  # the plans' reserved-capacity line; none without it
