@@ -58,6 +58,7 @@ from bot.operations import Operations
 from bot.scheduler import LeaderScheduler, Monitors
 from bot.services import Services
 from bot.slack.alerts import SlackAlerts
+from bot.slack.operations import SlackProgress
 from bot.slack.poster import Poster
 from bot.tracking.parse import TRACK
 from bot.tracking.records import RecordBook
@@ -185,6 +186,7 @@ def build_services(
             audit=audit,
             access=access,
             tz=ZoneInfo(program.timezone),
+            presenter=SlackProgress(),
             plan_ttl=timedelta(minutes=settings.pitcrew_plan_ttl_minutes),
             on_change=home.changed,
         ),

@@ -13,28 +13,28 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
 from bot.access import AccessPolicy, Action
 from bot.audit import AuditLog
+from bot.audit_view import CANCEL, CONFIRM  # the buttons' action ids, the audit log's command names
 from bot.clusters import requests
 from bot.clusters.fleet import Fleet, describe_error, request_id
-from bot.clusters.model import Backend
+from bot.clusters.model import Backend, Cluster
 from bot.clusters.progress import Kind, State, Watch, judge
 from bot.iam.denied import AccessProblem
-from bot.publishing import Publisher
-from bot.slack import blocks
+from bot.mrkdwn import escape
+from bot.publishing import Publisher, Reply
 from storage import crud
 from storage.db import Database
 from storage.models import Operation, OperationStatus, Outcome, utcnow
 
 log = logging.getLogger(__name__)
 
-CONFIRM, CANCEL = blocks.CONFIRM_ACTION, blocks.CANCEL_ACTION  # also the audit log's command names
 STUCK_AFTER = timedelta(minutes=90)  # no visible change for this long: the change is reported as failed
 PLAN_TTL = timedelta(minutes=30)  # the default of PITCREW_PLAN_TTL_MINUTES
 
@@ -121,6 +121,27 @@ Decision = (
 )
 
 
+class ProgressPresenter(Protocol):
+    """How a running change reads (bot.slack.operations.SlackProgress): its progress message, and the lines
+    it shows, which are also what the operation's row and the audit log keep of how it ended."""
+
+    def progress(self, operation: Operation, line: str) -> Reply:
+        """The progress message, edited in place as the change moves."""
+        ...
+
+    def standing(self, operation: Operation, cluster: Cluster | None) -> str:
+        """Where the change stands, from the cluster as AWS shows it now."""
+        ...
+
+    def cluster_line(self, cluster: Cluster) -> str:
+        """The cluster's state in one line (said when the change is done)."""
+        ...
+
+    def failed_nodes(self, failed: Sequence[requests.NodeFailure]) -> str:
+        """The nodes AWS would not replace or reboot, and why."""
+        ...
+
+
 @dataclass
 class Operations:
     db: Database
@@ -129,6 +150,7 @@ class Operations:
     audit: AuditLog
     access: AccessPolicy
     tz: ZoneInfo
+    presenter: ProgressPresenter
     clock: Callable[[], datetime] = utcnow
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     first_poll: float = 2.0
@@ -204,7 +226,7 @@ class Operations:
             user_id=user_id,
             channel_id=operation.channel_id,
             command=command,
-            text=blocks.operation_summary(operation),
+            text=requests.operation_summary(operation),
             outcome=outcome,
             org_id=operation.org_id,
             detail=detail,
@@ -309,7 +331,7 @@ class Operations:
     async def _post_progress(self, operation: Operation, user_id: str, thread_ts: str | None = None) -> str | None:
         """Post the progress message in the plan's channel or, where Pitcrew may not post (a private channel
         it is not in, say), in the confirmer's DM. Slack failing never leaves a claimed change unstarted."""
-        first = blocks.operation_progress(operation, "Asking AWS…")
+        first = self.presenter.progress(operation, "Asking AWS…")
         try:
             return await self.poster.post(channel=operation.channel_id, reply=first, thread_ts=thread_ts)
         except Exception:
@@ -348,7 +370,7 @@ class Operations:
         await self._set(operation.id, request=operation.request)
         rids = ", ".join(result.request_ids)
         if not result.successful:
-            raise NothingStarted(blocks.failed_nodes_text(result.failed) + f" (requests {rids})")
+            raise NothingStarted(self.presenter.failed_nodes(result.failed) + f" (requests {rids})")
         return f"requests {rids}" if rids else ""
 
     async def cancel(self, operation_id: str, *, user_id: str) -> Decision:
@@ -393,13 +415,15 @@ class Operations:
             else:
                 verdict = judge(kind, request, cluster, watch)
                 if verdict.state is State.DONE:
-                    line = " · ".join(filter(None, [blocks.progress_line(cluster) if cluster else "", verdict.reason]))
+                    line = " · ".join(
+                        filter(None, [self.presenter.cluster_line(cluster) if cluster else "", verdict.reason])
+                    )
                     await self._finish(operation, OperationStatus.DONE, line)
                     return
                 if verdict.state is State.FAILED:
                     await self._finish(operation, OperationStatus.FAILED, verdict.reason)
                     return
-                line = blocks.operation_line(operation, cluster)
+                line = self.presenter.standing(operation, cluster)
                 if line != last:
                     last, moved_at = line, self.clock()
                     await self._show(operation, line)
@@ -418,7 +442,7 @@ class Operations:
             return
         try:
             await self.poster.update(
-                channel=operation.channel_id, ts=operation.message_ts, reply=blocks.operation_progress(operation, line)
+                channel=operation.channel_id, ts=operation.message_ts, reply=self.presenter.progress(operation, line)
             )
         except Exception:
             log.warning("could not edit the progress message of %s", operation.id, exc_info=True)
@@ -440,7 +464,7 @@ class Operations:
             detail=f"{detail}{rid}{started}",
         )
         shown = "Refused" if refused else "Failed"
-        await self._show(operation, f"Done: {detail}" if done else f"{shown}: {blocks.escape(detail)}")
+        await self._show(operation, f"Done: {detail}" if done else f"{shown}: {escape(detail)}")
         if self.on_change is not None:
             self.on_change(operation.org_id)
 

@@ -178,3 +178,25 @@ def _failures(value: Any) -> tuple[NodeFailure, ...]:
             raise BadRequest("an entry of the request's `failed` is not a node failure")
         failures.append(NodeFailure(node_id=item["node_id"], code=item["code"], message=item["message"]))
     return tuple(failures)
+
+
+def stored_request(operation: Any) -> ChangeRequest | None:
+    """An operation's typed request (`Operation.request`); None when its stored JSON is not of its kind's shape
+    (it is then shown without it)."""
+    try:
+        return from_json(Kind(operation.kind), Backend(operation.backend), operation.request or {})
+    except (BadRequest, ValueError):
+        return None
+
+
+def operation_summary(operation: Any) -> str:
+    """One line naming the change, e.g. `scale kumo-labs/kumo-p5-train workers 2→4`: the audit log's text for
+    it, the digest's list of changes and the messages' fallbacks."""
+    request, ref = stored_request(operation), f"{operation.org_id}/{operation.cluster_name}"
+    if operation.kind == "launch":
+        return f"launch {ref} ({operation.template})"
+    if isinstance(request, ScaleRequest):
+        return f"scale {ref} {request.group} {request.before}→{request.count}"
+    if isinstance(request, NodeRequest):
+        return f"{operation.kind} {ref} " + " ".join(request.node_ids)
+    return f"{operation.kind} {ref}"

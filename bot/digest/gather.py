@@ -12,6 +12,7 @@ from typing import Protocol, TypeVar
 
 from bot.alerts.kind import Bucket
 from bot.alerts.kinds import in_bucket
+from bot.clusters.requests import operation_summary  # the one wording of a change, shared with the audit log
 from bot.config import ProgramConfig
 from bot.digest.facts import (
     Change,
@@ -103,8 +104,6 @@ def _idle(row: Episode, now: datetime) -> IdleSpan:
 
 
 def _change(row: Operation) -> Change:
-    from bot.slack.blocks import operation_summary  # the one wording of a change, shared with the audit log
-
     return Change(
         org_id=row.org_id,
         kind=row.kind,

@@ -19,13 +19,11 @@ from bot.clusters.fleet import OrgClusters
 from bot.clusters.model import Backend, Cluster, Health, Node, Phase
 from bot.clusters.plans import LaunchPlan, ScalePlan
 from bot.clusters.requests import (
-    BadRequest,
-    ChangeRequest,
-    Kind,
     NodeFailure,
     NodeRequest,
     ScaleRequest,
-    from_json,
+    operation_summary,
+    stored_request,
 )
 from bot.clusters.templates import TemplateSet
 from bot.commands import UsageError
@@ -438,26 +436,6 @@ def confirmed_plan(plan: dict[str, Any], operation: Any) -> Reply | None:
     return Reply(text=f"{text}. {line}", blocks=[*kept, context(f":white_check_mark: {line}")], public=True)
 
 
-def _request(operation: Any) -> ChangeRequest | None:
-    """The operation's typed request; None when its stored JSON is not of its kind's shape (shown without it)."""
-    try:
-        return from_json(Kind(operation.kind), Backend(operation.backend), operation.request or {})
-    except (BadRequest, ValueError):
-        return None
-
-
-def operation_summary(operation: Any) -> str:
-    """One line naming the change, for the audit log and fallbacks."""
-    request, ref = _request(operation), f"{operation.org_id}/{operation.cluster_name}"
-    if operation.kind == "launch":
-        return f"launch {ref} ({operation.template})"
-    if isinstance(request, ScaleRequest):
-        return f"scale {ref} {request.group} {request.before}→{request.count}"
-    if isinstance(request, NodeRequest):
-        return f"{operation.kind} {ref} " + " ".join(request.node_ids)
-    return f"{operation.kind} {ref}"
-
-
 def busy_text(other: Any) -> str:
     return (
         f"`{other.org_id}/{other.cluster_name}` is already changing ({operation_summary(other)}, confirmed by "
@@ -628,7 +606,7 @@ def operation_line(operation: Any, cluster: Cluster | None) -> str:
     """Where a running change stands, from the cluster as AWS shows it now."""
     if cluster is None:
         return "Waiting for AWS to show the cluster…" if operation.kind != "delete" else "The cluster is gone."
-    request = _request(operation)
+    request = stored_request(operation)
     if operation.kind == "stop_fleet":
         return f"`{cluster.status}` · compute fleet `{cluster.extra.get('compute_fleet') or 'unknown'}`"
     if isinstance(request, NodeRequest):
@@ -649,7 +627,7 @@ def operation_progress(operation: Any, line: str) -> Reply:
     )
     icon, title, doing = _KIND_TITLE.get(operation.kind, (":gear:", operation.kind, operation.kind))
     ref = f"`{operation.org_id}/{operation.cluster_name}`"
-    request = _request(operation)
+    request = stored_request(operation)
     what = f"{ref} from `{operation.template}`" if operation.kind == "launch" else ref
     if isinstance(request, ScaleRequest):
         what = f"{ref} · `{escape(request.group)}` {request.before} → {request.count} nodes"

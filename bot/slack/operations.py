@@ -1,9 +1,13 @@
-"""What a Confirm or Cancel click came to (bot.operations' decisions), said in Slack."""
+"""What a Confirm or Cancel click came to (bot.operations' decisions), and a running change's progress, said
+in Slack."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from bot.clusters.model import Cluster
+from bot.clusters.requests import NodeFailure
 from bot.operations import (
     AlreadyDecided,
     Cancelled,
@@ -18,6 +22,7 @@ from bot.operations import (
 )
 from bot.slack import blocks
 from bot.slack.blocks import Reply
+from storage.models import Operation
 
 
 def expired_reply(expired: PlanExpired) -> Reply:
@@ -52,3 +57,19 @@ def decision_reply(decision: Decision, *, plan: dict[str, Any] | None = None) ->
     if isinstance(decision, Cancelled):
         return blocks.operation_decided(decision.operation, "cancelled", by=decision.by)
     raise TypeError(f"not a decision: {type(decision).__name__}")
+
+
+class SlackProgress:
+    """Operations' presenter (bot.operations.ProgressPresenter): the progress message and its lines."""
+
+    def progress(self, operation: Operation, line: str) -> Reply:
+        return blocks.operation_progress(operation, line)
+
+    def standing(self, operation: Operation, cluster: Cluster | None) -> str:
+        return blocks.operation_line(operation, cluster)
+
+    def cluster_line(self, cluster: Cluster) -> str:
+        return blocks.progress_line(cluster)
+
+    def failed_nodes(self, failed: Sequence[NodeFailure]) -> str:
+        return blocks.failed_nodes_text(failed)

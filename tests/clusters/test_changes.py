@@ -29,6 +29,7 @@ from bot.clusters.model import Backend, Cluster
 from bot.clusters.requests import Kind
 from bot.clusters.templates import load_templates
 from bot.operations import Operations, StartFailed
+from bot.slack.operations import SlackProgress
 from bot.slack.poster import Poster
 from storage import crud
 from storage.db import Database
@@ -68,6 +69,7 @@ async def rig(seeded_aws: SeededAws, db: Database) -> AsyncIterator[Rig]:
         audit=AuditLog(db=db, flush_seconds=3600),
         access=AccessPolicy(program=program),
         tz=ZoneInfo(program.timezone),
+        presenter=SlackProgress(),
     )
     templates = load_templates(ROOT / "bot" / "templates")
     try:
