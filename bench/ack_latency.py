@@ -45,6 +45,21 @@ from sandbox.world import BOT_TOKEN, SANDBOX_AWS_ENV, SIGNING_SECRET, workspace_
 ADMIN, CHANNEL = "U0ADMIN01", "C0PROGRAM"
 
 
+def side_by_side(acks: dict[str, list[float]], ours: str, peer: str) -> dict[str, float]:
+    """p50/p99 (ms) of each kind of request and our ratio to the peer's."""
+    row: dict[str, float] = {}
+    for name, values in acks.items():
+        row[f"{name}_p50_ms"] = statistics.median(values) * 1000
+        row[f"{name}_p99_ms"] = percentile(values, 99) * 1000
+    row["ratio_p50"] = row[f"{ours}_p50_ms"] / row[f"{peer}_p50_ms"]
+    row["ratio_p99"] = row[f"{ours}_p99_ms"] / row[f"{peer}_p99_ms"]
+    return row
+
+
+def machine() -> dict[str, Any]:
+    return {"cpus": os.cpu_count() or 0, "python": platform.python_version(), "platform": platform.platform()}
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -208,12 +223,7 @@ async def main() -> None:
                         acks[name] += await run_level(app.send, chunk, level)
                     done += chunk
                 await replies_settled(list(apps.values()), http)
-                row = {}
-                for name, values in acks.items():
-                    row[f"{name}_p50_ms"] = statistics.median(values) * 1000
-                    row[f"{name}_p99_ms"] = percentile(values, 99) * 1000
-                row["ratio_p50"] = row["pitcrew_p50_ms"] / row["bare_p50_ms"]
-                row["ratio_p99"] = row["pitcrew_p99_ms"] / row["bare_p99_ms"]
+                row = side_by_side(acks, "pitcrew", "bare")
                 figures[f"c{level}"] = row
                 print(
                     f"concurrency {level:>2}: ack p50 pitcrew {row['pitcrew_p50_ms']:7.1f} ms vs bare "
@@ -246,11 +256,7 @@ async def main() -> None:
                 f"{args.replies} runs): p50 {figures['reply']['p50_ms']:.0f} ms, "
                 f"p99 {figures['reply']['p99_ms']:.0f} ms"
             )
-            figures["machine"] = {
-                "cpus": os.cpu_count() or 0,
-                "python": platform.python_version(),
-                "platform": platform.platform(),
-            }
+            figures["machine"] = machine()
             if args.json:
                 args.json.write_text(json.dumps(figures, indent=2))
 

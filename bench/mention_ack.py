@@ -20,8 +20,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
-import statistics
 import sys
 import tempfile
 import time
@@ -37,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from ack_latency import free_port, percentile, run_level, start, wait_healthy  # noqa: E402
+from ack_latency import free_port, machine, run_level, side_by_side, start, wait_healthy  # noqa: E402
 
 from sandbox.slack import signed_headers  # noqa: E402
 from sandbox.world import BOT_TOKEN, SANDBOX_AWS_ENV, SIGNING_SECRET  # noqa: E402
@@ -156,12 +154,7 @@ async def main() -> None:
                     acks["mention"] += await run_level(sender.mention, chunk, level)
                     done += chunk
                     await asyncio.sleep(1)  # let the replies of this round go out before the next
-                row = {}
-                for name, values in acks.items():
-                    row[f"{name}_p50_ms"] = statistics.median(values) * 1000
-                    row[f"{name}_p99_ms"] = percentile(values, 99) * 1000
-                row["ratio_p50"] = row["mention_p50_ms"] / row["slash_p50_ms"]
-                row["ratio_p99"] = row["mention_p99_ms"] / row["slash_p99_ms"]
+                row = side_by_side(acks, "mention", "slash")
                 figures[f"c{level}"] = row
                 print(
                     f"concurrency {level:>2}: ack p50 mention {row['mention_p50_ms']:6.1f} ms vs slash "
@@ -169,11 +162,7 @@ async def main() -> None:
                     f"vs {row['slash_p99_ms']:6.1f} ms (x{row['ratio_p99']:.2f})",
                     flush=True,
                 )
-            figures["machine"] = {
-                "cpus": os.cpu_count() or 0,
-                "python": platform.python_version(),
-                "platform": platform.platform(),
-            }
+            figures["machine"] = machine()
             if args.json:
                 args.json.write_text(json.dumps(figures, indent=2))
 

@@ -7,25 +7,26 @@ Kumo Labs' engineers in their own workspace (T0KUMOLAB, the sandbox's second tea
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-import pytest
-
-from sandbox.moto_support import hyperpod_progress, reset_moto_server
 from sandbox.slack import Message
 from sandbox.slack.driver import EventDelivery
 from sandbox.world import KUMO_TEAM, Sandbox
 from storage import crud
 from storage.models import AuditEntry
 from tests.conftest import SeededAws
+from tests.scenarios import test_cluster_changes as changes
 from tests.scenarios.conftest import ADMIN, body
+from tests.scenarios.test_cluster_changes import group_counts
 
 KOJI, MIO = "U0KOJI001", "U0MIO0001"  # Kumo Labs' operator and viewer, in their own workspace (T0KUMOLAB)
 ALICE, HANA = "U0ALICE01", "U0HANA001"  # Kumo Labs' operator in the program's workspace; Sakura AI's operator
 KUMO, SAKURA = "C0KUMOLAB", "C0SAKURA1"
 TRAIN, WORKERS = "kumo-p5-train", "worker-group-1"
 HOME_TEAM = "T0PITCREW"
+# The change scenarios' fixtures (`world` with fast progress, and moto reseeded after): these tests scale too.
+globals().update(reseed=changes.reseed, world=changes.world)
 
 
 def bot_messages(world: Sandbox, after: int) -> list[Message]:
@@ -62,31 +63,6 @@ async def audit_rows(world: Sandbox) -> list[AuditEntry]:
     await world.pitcrew.services.drain()
     async with world.pitcrew.services.db.session() as session:
         return list(reversed(await crud.audit_entries(session, limit=200)))
-
-
-@pytest.fixture
-def reseed(moto_endpoint: str) -> Iterator[None]:
-    with hyperpod_progress(0.3, create_seconds=0.3, delete_seconds=0.3):
-        yield
-    reset_moto_server(moto_endpoint)
-
-
-@pytest.fixture
-async def world(sandbox_factory: Callable[..., Any], reseed: None) -> AsyncIterator[Sandbox]:
-    async with sandbox_factory(pcluster_progress_seconds=0.3) as sandbox:
-        await sandbox.pitcrew.ready.wait()
-        await sandbox.pitcrew.services.drain()
-        sandbox.pitcrew.services.operations.first_poll = 0.2
-        sandbox.pitcrew.services.operations.max_poll = 0.5
-        yield sandbox
-
-
-def group_counts(seeded_aws: SeededAws, cluster: str, group: str) -> tuple[int, int]:
-    org = seeded_aws.program.org("kumo-labs")
-    assert org is not None
-    described = seeded_aws.accounts.client(org, "sagemaker").describe_cluster(ClusterName=cluster)
-    found = next(g for g in described["InstanceGroups"] if g["InstanceGroupName"] == group)
-    return found["TargetCount"], found["CurrentCount"]
 
 
 async def test_an_external_operator_lists_scales_records_and_gets_help_by_mention(
