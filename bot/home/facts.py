@@ -55,9 +55,10 @@ class AlertLine:
     cluster_name: str
     node_key: str
     status: str
-    since: datetime | None
+    since: datetime | None  # when it began (a capacity notice: when it was posted)
     acknowledged: bool
     link: str | None = None
+    ends: datetime | None = None  # a capacity notice: when the reserved capacity ends
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ _KIND_WORDS = {
     "cluster": "cluster",
     "job": "job",
     "faulty_node": "faulty node",
-    "capacity": "capacity",
+    "capacity": "reserved capacity",
     "idle": "idle",
 }
 _HEALTH = {True: ":large_green_circle:", False: ":red_circle:"}
@@ -224,9 +224,11 @@ def alerts_modal(*, org_name: str, alerts: Sequence[AlertLine], tz: ZoneInfo) ->
         if a.node_key and a.node_key != "cluster":
             what += f" `{escape(a.node_key)}`"
         status = f" · {escape(a.status)}" if a.status else ""
+        ends = f" · ends {when(a.ends, tz)}" if a.ends else ""
+        since = f" · noticed {when(a.since, tz)}" if a.ends else f" · since {when(a.since, tz)}"
         acked = " · acknowledged" if a.acknowledged else ""
         link = f" · <{a.link}|open>" if a.link else ""
-        lines.append(f"• {what}{status} · since {when(a.since, tz)}{acked}{link}")
+        lines.append(f"• {what}{status}{ends}{since}{acked}{link}")
     if len(alerts) > ALERTS_LISTED:
         lines.append(f"… and {_plural(len(alerts) - ALERTS_LISTED, 'more alert')} in the org's channel.")
     body = sections(lines) if lines else [section(":white_check_mark: No open alerts.")]

@@ -19,7 +19,9 @@ from typing import Protocol
 from zoneinfo import ZoneInfo
 
 from bot.access import AccessPolicy
+from bot.alerts.kinds import capacity as capacity_kind
 from bot.capacity.model import Reservation
+from bot.capacity.notices import read_details
 from bot.clusters.fleet import describe_error
 from bot.clusters.model import Cluster
 from bot.config import ProgramConfig
@@ -306,8 +308,22 @@ class HomeTab:
                     except Exception as error:
                         log.warning("Home: no permalink for alert %s: %s", row.id, describe_error(error))
                 link = self._links.get(key)
-            lines.append(
-                AlertLine(
+            if row.kind == capacity_kind.NAME:
+                # A notice's key ("24h@<end>") and level are bookkeeping, and its failing_since is the end to
+                # come: the modal names the reservation, when the notice came and when the capacity ends.
+                line = AlertLine(
+                    id=row.id or 0,
+                    kind=row.kind,
+                    cluster_name=read_details(row.message, fallback_name=row.cluster_name).name,
+                    node_key="",
+                    status="",
+                    since=row.opened_at,
+                    acknowledged=row.acked_by is not None,
+                    link=link,
+                    ends=row.failing_since,
+                )
+            else:
+                line = AlertLine(
                     id=row.id or 0,
                     kind=row.kind,
                     cluster_name=row.cluster_name,
@@ -317,7 +333,7 @@ class HomeTab:
                     acknowledged=row.acked_by is not None,
                     link=link,
                 )
-            )
+            lines.append(line)
         return lines
 
     @property

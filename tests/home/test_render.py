@@ -201,3 +201,10 @@ def test_the_open_alerts_modal_lists_each_alert_with_its_link() -> None:
     assert "node · `kumo-p5-dev` `i-0abc` · Unhealthy · since 2026-12-02 21:00 JST · <https://x/1|open>" in text
     assert "idle · `kumo-p5-dev` · since 2026-12-02 21:00 JST · acknowledged" in text
     assert "No open alerts" in text_of(alerts_modal(org_name="Kumo", alerts=[], tz=TZ))
+
+
+def test_a_capacity_notice_in_the_open_alerts_modal_says_when_it_ends_not_since() -> None:
+    notice = AlertLine(3, "capacity", "cb-kumo", "", "", NOW, False, None, ends=NOW + timedelta(hours=23))
+    text = text_of(alerts_modal(org_name="Kumo", alerts=[notice], tz=TZ))
+    assert "reserved capacity · `cb-kumo` · ends 2026-12-03 20:00 JST · noticed 2026-12-02 21:00 JST" in text
+    assert "since" not in text

@@ -8,9 +8,13 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import httpx
 
+from bot.alerts.desk import AlertDesk
+from bot.capacity.monitor import CapacityMonitor
+from bot.slack.alerts import SlackAlerts
 from sandbox.world import Sandbox
 from tests.conftest import SeededAws
 from tests.scenarios.conftest import ADMIN, COORDINATION, ask, body
@@ -18,6 +22,10 @@ from tests.waiting import wait_for
 
 ALICE, BOB, GUEST = "U0ALICE01", "U0BOB0001", "U0GUEST01"
 KUMO = "C0KUMOLAB"
+
+
+def shown(moment: datetime) -> str:
+    return moment.astimezone(ZoneInfo("Asia/Tokyo")).strftime("%Y-%m-%d %H:%M JST")
 
 
 def text_of(view: dict[str, Any]) -> str:
@@ -212,3 +220,27 @@ async def test_add_a_record_pressed_from_home_by_a_viewer_is_refused_in_their_dm
 
     assert "not write them" in await wait_for(refusal, what="the refusal in Bob's DM")
     assert not [v for v in sandbox.slack.open_views.values() if v.get("callback_id") == "track_add_record"]
+
+
+async def test_open_alerts_names_a_capacity_notice_by_its_reservation_and_its_end(
+    sandbox: Sandbox, seeded_aws: SeededAws
+) -> None:
+    """A capacity notice's key ("24h@<epoch>") and its failing_since (the end to come) are bookkeeping: the modal
+    names the reservation, says when it ends and when the notice came, never "since" a time still ahead."""
+    block = next(r for r in seeded_aws.report.reserved if r.source == "capacity_block")
+    services = sandbox.pitcrew.services
+    at = block.end - timedelta(hours=23)
+    desk = AlertDesk(
+        db=services.db, poster=services.poster, program=services.program, presenter=SlackAlerts(), clock=lambda: at
+    )
+    assert services.capacity is not None
+    assert (await CapacityMonitor(desk=desk, capacity=services.capacity, clock=lambda: at).check()).posted == 1
+    await open_home(sandbox, BOB)
+    response = await sandbox.slack.click_home(user_id=BOB, action_id="home_open_alerts")
+    assert response.status_code == 200, response.text
+    text = text_of(await sandbox.slack.wait_for_view(user_id=BOB, callback_id="home_alerts"))
+    assert "@" not in text and "24h" not in text, text
+    line = next(line for line in text.splitlines() if "reserved capacity" in line)
+    assert f"`{block.id}`" in line, line
+    assert f"ends {shown(block.end)}" in line and f"noticed {shown(at)}" in line, line
+    assert "since" not in line, line
