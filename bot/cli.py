@@ -527,6 +527,32 @@ def onboard(settings: Settings, org_id: str, *, principal: str, tier: str, link:
     return 0
 
 
+async def _checkup(settings: Settings, program: ProgramConfig, org_ids: list[str] | None) -> tuple[list[str], bool]:
+    from bot.app import build_slack_client
+    from bot.clusters.accounts import AwsAccounts
+    from bot.iam.doctor import checkup
+    from storage.db import Database
+
+    db = Database(url=settings.database_url)
+    slack = build_slack_client(settings) if settings.slack_bot_token else None
+    try:
+        await db.upgrade()
+        report = await checkup(program=program, accounts=AwsAccounts(), db=db, slack=slack, org_ids=org_ids)
+    finally:
+        await db.dispose()
+    return report.lines(), report.ok
+
+
+def doctor(settings: Settings, org_id: str | None) -> int:
+    """Check every org's setup (or one's): a line per org and check; exit 0 only when every check passed."""
+    program = _program(settings)
+    if org_id is not None and not _known_org(settings, program, org_id):
+        return 1
+    lines, ok = asyncio.run(_checkup(settings, program, [org_id] if org_id else None))
+    print("\n".join(lines))
+    return 0 if ok else 1
+
+
 def iam_table() -> int:
     """Print the table of every AWS action Pitcrew performs (Markdown), as the README shows it."""
     from bot.iam.table import markdown
@@ -631,6 +657,11 @@ def parser() -> argparse.ArgumentParser:
     onboard_cmd.add_argument("--link", action="store_true", help="print the console quick-create link instead")
     onboard_cmd.add_argument("--template-url", metavar="URL", help="with --link: where the template is in S3 (https)")
     sub.add_parser("iam-table", help="print every AWS action Pitcrew performs, as a Markdown table")
+    doctor_cmd = sub.add_parser(
+        "doctor",
+        help="check each org's setup (role, permissions, Prometheus, ingest token, channel); exit 0 if all pass",
+    )
+    doctor_cmd.add_argument("--org", metavar="ORG", help="only this org (default: every org)")
     token = sub.add_parser("token", help="API tokens of the throughput ingest endpoint")
     token_sub = token.add_subparsers(dest="token_command", required=True)
     token_new = token_sub.add_parser("create", help="create an org's ingest token and print it (once)")
@@ -684,6 +715,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     if args.command == "iam-table":
         return iam_table()
+    if args.command == "doctor":
+        return doctor(settings, args.org)
     if args.command == "track":
         return track_export(settings, args.org, args.output)
     if args.command == "token":

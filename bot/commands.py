@@ -51,6 +51,11 @@ class ListClusters:
 
 
 @dataclass(frozen=True)
+class RunDoctor:
+    org: str | None  # None: every org
+
+
+@dataclass(frozen=True)
 class ListCapacity:
     target: str | None  # None: the default org(s); "all"; or an org id
     public: bool = False
@@ -144,6 +149,7 @@ ClusterCommand = (
     | DeleteCluster
     | ShowThroughput
     | ListCapacity
+    | RunDoctor
 )
 
 
@@ -189,6 +195,16 @@ def _list(args: Args, sub: str = "list") -> ListClusters:
     if target is not None and target != "all" and not ORG_ID.fullmatch(target):
         raise UsageError(f"`{quoted(positional[0])}` is not an org id or `all`.", args.usage)
     return ListClusters(target=target, public="--public" in flags)
+
+
+def _doctor(args: Args) -> RunDoctor:
+    _, positional = _flags(args, "doctor", set())
+    if len(positional) > 1:
+        raise UsageError("`/cluster doctor` takes at most one org.", args.usage)
+    org = positional[0].lower() if positional else None
+    if org is not None and not ORG_ID.fullmatch(org):
+        raise UsageError(f"`{quoted(positional[0])}` is not an org id.", args.usage)
+    return RunDoctor(org=org)
 
 
 def _capacity(args: Args) -> ListCapacity:
@@ -460,6 +476,14 @@ CLUSTER = CommandSet(
             summary="training throughput of a cluster's jobs now, against their baselines, with a chart",
             needs=Action.VIEW,
             parse=_throughput,
+        ),
+        Subcommand(
+            name="doctor",
+            usage="/cluster doctor [ORG]",
+            summary="check each org's setup (its role and permissions, Prometheus, ingest token, channel): "
+            "what is wrong and how to fix it (admins)",
+            needs=Action.ADMINISTER,
+            parse=_doctor,
         ),
         Subcommand(
             name="audit",

@@ -393,6 +393,7 @@ def apply_moto_patches() -> None:
         _patch_ec2_status_checks()
         _patch_training_plans()
         _patch_capacity_reservations()
+        _patch_tags_of_unknown_clusters()
         _patched = True
 
 
@@ -554,6 +555,26 @@ def _patch_not_found() -> None:
         return dict(describe_node(self, cluster_name=cluster_name, node_id=node_id))
 
     SageMakerModelBackend.describe_cluster_node = describe_cluster_node  # type: ignore[method-assign]
+
+
+def _patch_tags_of_unknown_clusters() -> None:
+    """Gap (i): AddTags and ListTags of a cluster ARN moto does not know fail with an AttributeError (a 500); AWS
+    answers ResourceNotFound. (`pitcrew doctor` asks both about a cluster that does not exist.)"""
+    from moto.sagemaker.exceptions import ResourceNotFound
+    from moto.sagemaker.models import SageMakerModelBackend
+
+    def guard(method: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(method)
+        def wrapper(self: Any, arn: str, *args: Any, **kwargs: Any) -> Any:
+            kind, _, name = arn.split(":")[-1].partition("/")
+            if kind == "cluster" and name not in self.clusters:
+                raise ResourceNotFound(message=f"Cluster {name!r} not found.")
+            return method(self, arn, *args, **kwargs)
+
+        return wrapper
+
+    for name in ("add_tags", "list_tags"):
+        setattr(SageMakerModelBackend, name, guard(getattr(SageMakerModelBackend, name)))
 
 
 def _patch_progression() -> None:

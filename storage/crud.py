@@ -16,6 +16,7 @@ from storage.models import (
     ApiToken,
     AuditEntry,
     ClusterSeen,
+    DoctorResult,
     Episode,
     EpisodeState,
     EventSeen,
@@ -768,3 +769,23 @@ async def claim_escalation(session: AsyncSession, *, episode_id: int, at: dateti
     )
     await session.commit()
     return bool(result.rowcount)
+
+
+async def put_doctor_results(session: AsyncSession, *, results: Sequence[DoctorResult]) -> None:
+    """Each org's last doctor run, replacing the one before (an upsert: replicas and the CLI may race)."""
+    if not results:
+        return
+    rows = [{"org_id": r.org_id, "ran_at": r.ran_at, "ok": r.ok, "problems": r.problems} for r in results]
+    statement = _dialect_insert(session)(DoctorResult).values(rows)
+    statement = statement.on_conflict_do_update(
+        index_elements=["org_id"], set_={key: statement.excluded[key] for key in ("ran_at", "ok", "problems")}
+    )
+    await session.exec(statement)
+    await session.commit()
+
+
+async def doctor_results(session: AsyncSession, *, org_ids: Sequence[str] | None = None) -> Sequence[DoctorResult]:
+    query = select(DoctorResult).order_by(col(DoctorResult.org_id))
+    if org_ids is not None:
+        query = query.where(col(DoctorResult.org_id).in_(list(org_ids)))
+    return (await session.exec(query)).all()

@@ -466,3 +466,15 @@ class JobWeekMedian(SQLModel, table=True):
     hours: int  # hourly means the median is of
     samples: int  # sum of the week's hourly counts it was computed from
     computed_at: datetime = _utc_column(nullable=False)
+
+
+class DoctorResult(SQLModel, table=True):
+    """An org's last `pitcrew doctor` (or `/cluster doctor`) run: whether every check passed and, if not, the
+    lines that failed. One row per org (and one for the program's own checks), replaced by each run."""
+
+    __tablename__ = "doctor_results"
+
+    org_id: str = Field(primary_key=True, max_length=40)
+    ran_at: datetime = _utc_column(nullable=False)
+    ok: bool
+    problems: str = _text(4000, default="")  # one failing check per line: "NAME: what is wrong and the fix"

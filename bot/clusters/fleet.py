@@ -157,6 +157,11 @@ class Fleet:
         shared = Counter((org.aws.account_id, org.aws.region) for org in program.orgs)
         self._shared = {key for key, count in shared.items() if count > 1}
 
+    @property
+    def accounts(self) -> AwsAccounts:
+        """The per-org sessions every AWS call goes through (pitcrew doctor probes through them too)."""
+        return self._accounts
+
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._http.close()

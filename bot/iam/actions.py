@@ -201,7 +201,7 @@ PERMISSIONS: tuple[Permission, ...] = (
         "/cluster launch (HyperPod): the cluster is created with tags (pitcrew:org, the template), "
         "which SageMaker authorizes as AddTags",
         CLUSTER,
-        ("sagemaker.CreateCluster",),
+        ("sagemaker.CreateCluster", "sagemaker.AddTags"),  # AddTags itself: pitcrew doctor's probe
         group="HyperPodClusters",
     ),
     Permission(
@@ -285,7 +285,21 @@ PERMISSIONS: tuple[Permission, ...] = (
         needs=Needs.EVENT_QUEUE,
         principal=Principal.PITCREW,
     ),
+    Permission(
+        "sqs:GetQueueAttributes",
+        Access.READ,
+        "pitcrew doctor: the events queue answers (without taking its messages)",
+        "{queue}",
+        ("sqs.GetQueueAttributes",),
+        group="EventQueue",
+        needs=Needs.EVENT_QUEUE,
+        principal=Principal.PITCREW,
+    ),
 )
+
+
+# Calls the code makes that need no permission: GetCallerIdentity is always allowed (doctor names Pitcrew's principal).
+FREE_CALLS = frozenset({"sts.GetCallerIdentity"})
 
 
 def calls() -> frozenset[str]:

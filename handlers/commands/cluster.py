@@ -21,15 +21,18 @@ from bot.commands import (
     ListClusters,
     ListTemplates,
     NodeAction,
+    RunDoctor,
     ScaleGroup,
     ShowAudit,
     ShowThroughput,
     UsageError,
 )
+from bot.iam.doctor import checkup
 from bot.names import did_you_mean, listing, unknown_org
 from bot.services import Services
 from bot.slack import blocks
 from bot.slack import capacity as capacity_blocks
+from bot.slack.doctor import doctor_reply
 from handlers.commands.reply import Answer, Call, SlashCommand, org_refusal
 from handlers.views.launch import form_view
 from storage.models import Outcome
@@ -353,6 +356,28 @@ async def _send_chart(services: Services, org_id: str, cluster: str, *, hours: i
         logging.getLogger(__name__).exception("sending the throughput chart of %s/%s failed", org_id, cluster)
 
 
+async def _doctor(call: Call, parsed: RunDoctor) -> Answer:
+    """Admins: each org's setup checked (bot.iam.doctor), its result kept for the Home."""
+    services = call.services
+    refused = services.access.decide(user_id=call.user_id, action=Action.ADMINISTER)
+    if not refused.allowed:
+        return Answer(blocks.refusal(refused.reason), Outcome.REFUSED, detail=refused.reason)
+    if parsed.org is not None and services.program.org(parsed.org) is None:
+        said = unknown_org(parsed.org, [org.id for org in services.program.orgs], admin=True)
+        return Answer(blocks.problem(said), Outcome.INVALID, detail="unknown org")
+    report = await checkup(
+        program=services.program,
+        accounts=services.fleet.accounts,
+        db=services.db,
+        slack=services.poster.client,
+        org_ids=[parsed.org] if parsed.org else None,
+    )
+    if services.home is not None:
+        services.home.changed(None)  # the Home's line about orgs whose last run failed
+    outcome = Outcome.ALLOWED if report.ok else Outcome.FAILED
+    return Answer(doctor_reply(report), outcome, org_id=parsed.org, detail="ok" if report.ok else "problems found")
+
+
 async def _templates(call: Call, parsed: ListTemplates) -> Answer:
     return Answer(blocks.templates_reply(call.services.templates, public=parsed.public))
 
@@ -373,6 +398,7 @@ CLUSTER_COMMAND = SlashCommand(
         "delete": _delete_plan,
         "throughput": _throughput,
         "audit": _audit,
+        "doctor": _doctor,
     },
 )
 cluster_command_callback = CLUSTER_COMMAND.listener

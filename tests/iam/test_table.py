@@ -19,7 +19,7 @@ from bot.iam.actions import PERMISSIONS, Principal
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("bot", "handlers", "storage")
 # Where the ParallelCluster API and Prometheus are called over HTTP (not through boto3).
-PCLUSTER_MODULE = ROOT / "bot" / "clusters" / "parallelcluster.py"
+PCLUSTER_MODULES = (ROOT / "bot" / "clusters" / "parallelcluster.py", ROOT / "bot" / "iam" / "probes.py")
 PROMETHEUS_MODULE = ROOT / "bot" / "node_metrics" / "prometheus.py"
 HTTP_SENDERS = {"_send": None, "_get": "GET", "_paged": "GET"}  # ParallelClusterApiBackend's request helpers
 
@@ -103,10 +103,10 @@ def boto3_calls() -> dict[str, set[str]]:
     return found
 
 
-def http_calls() -> dict[str, set[str]]:
-    """The ParallelCluster API routes and Prometheus paths the product requests."""
+def _routes(module: Path) -> dict[str, set[str]]:
+    """The ParallelCluster API routes a module requests through ParallelClusterApiBackend's helpers."""
     found: dict[str, set[str]] = {}
-    tree = ast.parse(PCLUSTER_MODULE.read_text(encoding="utf-8"))
+    tree = ast.parse(module.read_text(encoding="utf-8"))
     paths: dict[str, str] = {}  # `path = f"/v3/..."` in a method, then `_send("PUT", path)`
     for node in ast.walk(tree):
         if (
@@ -126,7 +126,16 @@ def http_calls() -> dict[str, set[str]]:
                 method, args = str(args[0].value), args[1:]
             path = (paths.get(args[0].id) if isinstance(args[0], ast.Name) else _path(args[0])) if args else None
             if path is not None and path.startswith("/v3/"):
-                found.setdefault(f"execute-api {method} {path}", set()).add(f"parallelcluster.py:{node.lineno}")
+                found.setdefault(f"execute-api {method} {path}", set()).add(f"{module.name}:{node.lineno}")
+    return found
+
+
+def http_calls() -> dict[str, set[str]]:
+    """The ParallelCluster API routes and Prometheus paths the product requests."""
+    found: dict[str, set[str]] = {}
+    for module in PCLUSTER_MODULES:
+        for route, where in _routes(module).items():
+            found.setdefault(route, set()).update(where)
     tree = ast.parse(PROMETHEUS_MODULE.read_text(encoding="utf-8"))
     for node in ast.walk(tree):
         if isinstance(node, ast.JoinedStr | ast.Constant):
@@ -137,7 +146,7 @@ def http_calls() -> dict[str, set[str]]:
 
 def test_every_call_in_the_code_is_in_the_table() -> None:
     missing = {call: sorted(where) for call, where in {**boto3_calls(), **http_calls()}.items()}
-    missing = {call: where for call, where in missing.items() if call not in actions.calls()}
+    missing = {call: where for call, where in missing.items() if call not in actions.calls() | actions.FREE_CALLS}
     assert not missing, (
         "the code calls AWS actions the table (bot/iam/actions.py) lacks; add a row for each "
         f"(the feature, read or change, its resource): {missing}"
