@@ -85,7 +85,7 @@ from bot.digest import render
 from bot.digest.compute import build_digest
 from bot.digest.facts import JobRate, ProgramDigest, Week
 from bot.digest.gather import gather, gather_week
-from bot.digest.weekly import org_chart, program_chart
+from bot.digest.render import org_chart, program_chart
 from bot.digest.weeks import digest_week, previous_week
 from sandbox.history import ClusterPlan, History, OrgPlan, generate_history, store_history
 from storage import crud

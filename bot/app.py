@@ -40,6 +40,7 @@ from bot.commands import CLUSTER
 from bot.config import ProgramConfig, Settings
 from bot.digest.ledger import UsageLedger
 from bot.digest.parse import DIGEST
+from bot.digest.render import SlackDigest
 from bot.digest.weekly import WeeklyDigest
 from bot.home.tab import HomeTab, SweepWatch
 from bot.inbound import Refused, read_slack_request
@@ -124,8 +125,9 @@ def build_services(
     home = HomeTab(db=db, program=program, access=access, poster=poster, capacity=capacity)
     desk.on_change = home.changed  # alerts opening and closing refresh the Home of those who opened it
     holder = default_holder()
-    ledger = UsageLedger(db=db, poster=poster, program=program)
-    digest = WeeklyDigest(db=db, poster=poster, program=program, holder=holder)
+    digest_presenter = SlackDigest()
+    ledger = UsageLedger(db=db, poster=poster, program=program, presenter=digest_presenter)
+    digest = WeeklyDigest(db=db, poster=poster, program=program, presenter=digest_presenter, holder=holder)
     templates = load_templates(settings.pitcrew_templates)  # validated on start: a bad file stops it
     idle = IdleMonitor(desk=desk, prices=templates.prices)  # told each sweep's listings, after the ledger
     # The Home last: it reads what the ledger wrote.

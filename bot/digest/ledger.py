@@ -11,12 +11,12 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import Protocol
 
 from bot.clusters.model import Cluster
 from bot.config import ProgramConfig, normalize_instance_type
-from bot.digest import render
 from bot.digest.compute import quota_levels
-from bot.publishing import Publisher
+from bot.publishing import Publisher, Reply
 from storage import crud, tracking
 from storage.db import Database
 from storage.models import ClusterSeen, QuotaNotice, utcnow
@@ -44,12 +44,25 @@ def cluster_seen_rows(clusters: Sequence[Cluster], *, at: datetime) -> list[Clus
     ]
 
 
+class QuotaNotices(Protocol):
+    """How a quota notice reads (bot.digest.render.SlackDigest)."""
+
+    def quota_notice(self, *, org_name: str, instance_type: str, held: int, quota: int, level: int) -> Reply: ...
+
+
 class UsageLedger:
     def __init__(
-        self, *, db: Database, poster: Publisher, program: ProgramConfig, clock: Callable[[], datetime] = utcnow
+        self,
+        *,
+        db: Database,
+        poster: Publisher,
+        program: ProgramConfig,
+        presenter: QuotaNotices,
+        clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self._db = db
         self._poster = poster
+        self._presenter = presenter
         self._program = program
         self.clock = clock
 
@@ -99,7 +112,7 @@ class UsageLedger:
                 ]
             if not new:
                 continue
-            reply = render.quota_notice(
+            reply = self._presenter.quota_notice(
                 org_name=org.name, instance_type=instance_type, held=held[instance_type], quota=quota, level=max(new)
             )
             try:

@@ -1,4 +1,5 @@
-"""Block Kit for tracking and the weekly digest: sections from `bot.digest.facts` in, `Reply`s out.
+"""Block Kit for tracking and the weekly digest: sections from `bot.digest.facts` in, `Reply`s out (and the
+digest's charts, drawn by bot.slack.charts). `SlackDigest` is what the digest and the usage ledger are given.
 
 Nothing here reads storage or decides what happened; `bot.digest.compute` did that. The only choices made
 here are wording and fitting into Slack's limits: 50 blocks a message, 3000 characters a section, and a total
@@ -28,6 +29,7 @@ from bot.digest.facts import (
     UsageLine,
     Week,
 )
+from bot.slack import charts
 from bot.slack.blocks import (
     MAX_BLOCKS,
     MAX_HEADER,
@@ -448,8 +450,8 @@ def _job_line(job: JobTrend) -> str:
 def _stall_line(stall: Stall, tz: ZoneInfo) -> str:
     what = f"• {escape(stall.status)} of `{escape(stall.job)}` on `{escape(stall.cluster_name)}`: "
     if stall.closed_at is None:
-        return what + f"since {when(stall.opened_at, tz)}, still open"
-    return what + f"{when(stall.opened_at, tz)}, {_duration(stall.closed_at - stall.opened_at)}"
+        return what + f"since {when(stall.start, tz)}, still open"
+    return what + f"{when(stall.start, tz)}, {_duration(stall.closed_at - stall.start)}"
 
 
 def _records_part(title: str, records: Sequence[Record], tz: ZoneInfo) -> list[Block]:
@@ -794,3 +796,42 @@ def digest_already_sent(*, week: str, at: datetime, by: str | None, tz: ZoneInfo
     who = f" by {_user(by)}" if by else " by the schedule"
     text = f"The digest for {week} was already posted at {when(at, tz)}{who}. `/digest send --force` posts it again."
     return Reply(text=text, blocks=[section(f":information_source: {text}")])
+
+
+def org_chart(section: OrgSection, week: Week) -> bytes:
+    types = sorted({t for _, hours in section.daily_hours for t in hours})
+    quota = sum(line.quota or 0 for line in section.usage)
+    return charts.daily_usage_chart(
+        title=f"{section.name}: instance-hours per day, {week.label}",
+        days=[day for day, _ in section.daily_hours],
+        hours_by_type={t: [hours.get(t, 0.0) for _, hours in section.daily_hours] for t in types},
+        quota_hours_per_day=quota * 24.0 if quota else None,
+    )
+
+
+def program_chart(digest: ProgramDigest) -> bytes:
+    return charts.org_usage_chart(
+        title=f"{digest.program_name}: instance-hours by org, {digest.week.label}",
+        orgs=[section.name for section in digest.orgs],
+        used=[sum(line.instance_hours for line in section.usage) for section in digest.orgs],
+        available=[sum(line.quota_hours or 0.0 for line in section.usage) or None for section in digest.orgs],
+    )
+
+
+class SlackDigest:
+    """The digest's presenter (bot.digest.weekly.DigestPresenter) and the usage ledger's (its quota notices)."""
+
+    def summary(self, digest: ProgramDigest) -> list[Reply]:
+        return digest_summary(digest)
+
+    def org_section(self, section: OrgSection, *, week: Week, program_name: str) -> list[Reply]:
+        return org_digest(section, week=week, program_name=program_name)
+
+    def org_chart(self, section: OrgSection, week: Week) -> bytes:
+        return org_chart(section, week)
+
+    def program_chart(self, digest: ProgramDigest) -> bytes:
+        return program_chart(digest)
+
+    def quota_notice(self, *, org_name: str, instance_type: str, held: int, quota: int, level: int) -> Reply:
+        return quota_notice(org_name=org_name, instance_type=instance_type, held=held, quota=quota, level=level)

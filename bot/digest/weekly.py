@@ -18,19 +18,18 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Protocol
 from zoneinfo import ZoneInfo
 
 from apscheduler.triggers.cron import CronTrigger
 
 from bot.config import ProgramConfig
-from bot.digest import render
 from bot.digest.compute import build_digest
 from bot.digest.facts import OrgSection, ProgramDigest, Week
 from bot.digest.gather import gather_week
 from bot.digest.medians import job_medians
 from bot.digest.weeks import digest_week, due_at, previous_week
 from bot.publishing import Publisher, Reply
-from bot.slack import charts
 from storage import tracking
 from storage.db import Database
 from storage.models import DigestRun, DigestRunStatus, utcnow
@@ -60,24 +59,16 @@ class PostReport:
         return bool(self.posted or self.failed)
 
 
-def org_chart(section: OrgSection, week: Week) -> bytes:
-    types = sorted({t for _, hours in section.daily_hours for t in hours})
-    quota = sum(line.quota or 0 for line in section.usage)
-    return charts.daily_usage_chart(
-        title=f"{section.name}: instance-hours per day, {week.label}",
-        days=[day for day, _ in section.daily_hours],
-        hours_by_type={t: [hours.get(t, 0.0) for _, hours in section.daily_hours] for t in types},
-        quota_hours_per_day=quota * 24.0 if quota else None,
-    )
+class DigestPresenter(Protocol):
+    """How the digest reads and looks (bot.digest.render.SlackDigest): its messages and their charts (PNG)."""
 
+    def summary(self, digest: ProgramDigest) -> Sequence[Reply]: ...
 
-def program_chart(digest: ProgramDigest) -> bytes:
-    return charts.org_usage_chart(
-        title=f"{digest.program_name}: instance-hours by org, {digest.week.label}",
-        orgs=[section.name for section in digest.orgs],
-        used=[sum(line.instance_hours for line in section.usage) for section in digest.orgs],
-        available=[sum(line.quota_hours or 0.0 for line in section.usage) or None for section in digest.orgs],
-    )
+    def org_section(self, section: OrgSection, *, week: Week, program_name: str) -> Sequence[Reply]: ...
+
+    def org_chart(self, section: OrgSection, week: Week) -> bytes: ...
+
+    def program_chart(self, digest: ProgramDigest) -> bytes: ...
 
 
 class WeeklyDigest:
@@ -87,6 +78,7 @@ class WeeklyDigest:
         db: Database,
         poster: Publisher,
         program: ProgramConfig,
+        presenter: DigestPresenter,
         holder: str,
         clock: Callable[[], datetime] = utcnow,
         grace: timedelta = GRACE,
@@ -94,6 +86,7 @@ class WeeklyDigest:
         self._db = db
         self._poster = poster
         self._program = program
+        self._presenter = presenter
         self._holder = holder
         self.clock = clock
         self.grace = grace
@@ -197,18 +190,18 @@ class WeeklyDigest:
     async def _org_chart(self, section: OrgSection, week: Week, charts: dict[str, bytes]) -> bytes:
         """Rendered once per posting (off the event loop), for the coordination thread and the org channel."""
         if section.org_id not in charts:
-            charts[section.org_id] = await asyncio.to_thread(org_chart, section, week)
+            charts[section.org_id] = await asyncio.to_thread(self._presenter.org_chart, section, week)
         return charts[section.org_id]
 
     async def _post_coordination(self, digest: ProgramDigest, run_id: int, charts: dict[str, bytes]) -> str | None:
         channel = self._program.coordination_channel
         sent: list[str] = []
         try:
-            ts = await self._post_all(channel, render.digest_summary(digest), None, sent, run_id)
-            chart = await asyncio.to_thread(program_chart, digest)
+            ts = await self._post_all(channel, self._presenter.summary(digest), None, sent, run_id)
+            chart = await asyncio.to_thread(self._presenter.program_chart, digest)
             await self._upload(channel, chart, f"digest-{digest.week.label}.png", "Instance-hours by org", ts)
             for section in digest.orgs:
-                org_replies = render.org_digest(section, week=digest.week, program_name=digest.program_name)
+                org_replies = self._presenter.org_section(section, week=digest.week, program_name=digest.program_name)
                 await self._post_all(channel, org_replies, ts, sent, run_id)
                 chart = await self._org_chart(section, digest.week, charts)
                 await self._upload(channel, chart, f"{section.org_id}-{digest.week.label}.png", section.name, ts)
@@ -222,7 +215,7 @@ class WeeklyDigest:
     async def _post_org_channel(self, section: OrgSection, week: Week, run_id: int, charts: dict[str, bytes]) -> bool:
         sent: list[str] = []
         try:
-            replies = render.org_digest(section, week=week, program_name=self._program.name)
+            replies = self._presenter.org_section(section, week=week, program_name=self._program.name)
             ts = await self._post_all(section.channel, replies, None, sent, run_id)
             chart = await self._org_chart(section, week, charts)
             await self._upload(section.channel, chart, f"{section.org_id}-{week.label}.png", section.name, ts)

@@ -9,7 +9,7 @@ from typing import Any
 from bot.access import Action
 from bot.digest import render
 from bot.digest.parse import DIGEST, DigestPreview, DigestSend
-from bot.digest.weekly import org_chart, program_chart
+from bot.digest.render import org_chart, program_chart
 from bot.digest.weeks import parse_week
 from bot.services import Services
 from bot.slack import blocks

@@ -18,6 +18,7 @@ from bot.config import ProgramConfig
 from bot.digest.compute import build_digest
 from bot.digest.facts import ProgramDigest, Week
 from bot.digest.gather import gather_week
+from bot.digest.render import SlackDigest
 from bot.digest.weeks import parse_week, previous_week
 from storage import crud
 from storage.db import Database
@@ -242,7 +243,9 @@ async def test_the_catch_up_stores_the_week_that_just_ended_once_so_the_posted_d
     moment = WEEK.end + timedelta(minutes=4)  # Monday 00:04 in Tokyo; the digest is due at 09:00
     # Nothing is posted by keeping medians: the client points at no server.
     poster = Poster(client=AsyncWebClient(token="xoxb-never-used", base_url="http://127.0.0.1:9/"))
-    digest = WeeklyDigest(db=db, poster=poster, program=PROGRAM, holder="replica-1", clock=lambda: moment)
+    digest = WeeklyDigest(
+        db=db, poster=poster, program=PROGRAM, presenter=SlackDigest(), holder="replica-1", clock=lambda: moment
+    )
     assert await digest.catch_up() is None  # nothing due yet
     assert [(r.week_start, r.job, r.median, r.samples) for r in await stored(db)] == [
         (WEEK.start, "llama-70b", 100.0, 10)

@@ -15,6 +15,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from bot.digest.facts import RecordKind
+from bot.digest.render import SlackDigest
 from bot.digest.weekly import WeeklyDigest, digest_trigger
 from bot.digest.weeks import due_at, parse_week
 from sandbox.slack import Message
@@ -144,7 +145,12 @@ async def test_two_instances_on_one_database_post_each_digest_once(
         other_db = Database(url=database_url)
         try:
             other = WeeklyDigest(
-                db=other_db, poster=services.poster, program=services.program, holder="replica-2", clock=lambda: DUE
+                db=other_db,
+                poster=services.poster,
+                program=services.program,
+                presenter=SlackDigest(),
+                holder="replica-2",
+                clock=lambda: DUE,
             )
             set_clock(world, DUE)
             reports = await asyncio.gather(services.digest.scheduled(), other.scheduled(), services.digest.scheduled())
