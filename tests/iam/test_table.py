@@ -169,3 +169,12 @@ def test_every_row_names_a_feature_a_resource_and_a_principal() -> None:
         assert (row.resource == "*") == bool(row.why_unscoped), f"{row.action}: a * resource says why"
         scoped = "{account}" in row.resource or row.resource in ("*", "{execution_role}")
         assert row.principal is Principal.PITCREW or scoped, row.action
+
+
+def test_the_readme_holds_the_table() -> None:
+    """The README's copy is the generated table (regenerate it with `pitcrew iam-table`)."""
+    from bot.iam.table import BEGIN, END, markdown
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start, end = readme.index(BEGIN), readme.index(END) + len(END)
+    assert readme[start:end] == markdown().strip(), "README.md's table differs: paste `pitcrew iam-table` in its place"
