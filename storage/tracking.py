@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, case, delete, func, or_, text, update
+from sqlalchemy import and_, case, delete, func, or_, text, type_coerce, update
 from sqlalchemy import select as sa_select
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
@@ -30,6 +30,7 @@ from storage.models import (
     QuotaNotice,
     ThroughputHourly,
     TrackRecord,
+    UtcDateTime,
 )
 
 INCIDENT = "incident"
@@ -231,19 +232,41 @@ async def held_now(session: AsyncSession, *, org_id: str) -> dict[str, int]:
 # ------------------------------------------------------------------------------------ episodes, operations
 
 
+def began(episode: Episode) -> datetime:
+    """When what an episode tells of began, which records, exports, the digest and the Home count from. A
+    job's anomaly, a node's divergence from its peers and idleness began before they could be told: their
+    `failing_since`, set when they open, is earlier than `opened_at` (a hang told ten minutes after its last
+    good sample). A failure began when it was seen: its `failing_since` moves to each reopening, later, and a
+    capacity notice's is when the capacity ends. So: whichever came first."""
+    if episode.failing_since is not None and episode.failing_since < episode.opened_at:
+        return episode.failing_since
+    return episode.opened_at
+
+
+# `began` in SQL, so a window's query finds an episode begun in it but told after it.
+# Typed as the columns are, so SQLite compares the bound window with it in the columns' stored format.
+_began_in_sql = type_coerce(
+    case(
+        (col(Episode.failing_since) < col(Episode.opened_at), col(Episode.failing_since)), else_=col(Episode.opened_at)
+    ),
+    UtcDateTime(),
+)
+
+
 async def episodes_overlapping(
     session: AsyncSession, *, org_ids: Sequence[str], kinds: Sequence[str], since: datetime, until: datetime
 ) -> Sequence[Episode]:
-    """Episodes of those kinds open at some point in [since, until); a kind not asked for is never counted."""
+    """Episodes of those kinds under way at some point in [since, until), from when they began (`began`) to
+    their closing; a kind not asked for is never counted."""
     query = (
         select(Episode)
         .where(
             col(Episode.org_id).in_(org_ids),
             col(Episode.kind).in_(kinds),
-            col(Episode.opened_at) < until,
+            _began_in_sql < until,
             or_(col(Episode.closed_at).is_(None), col(Episode.closed_at) >= since),
         )
-        .order_by(col(Episode.opened_at), col(Episode.id))
+        .order_by(_began_in_sql, col(Episode.id))
     )
     return (await session.exec(query)).all()
 
@@ -254,16 +277,15 @@ IDLE = "idle"  # the idle-accelerators alert kind (bot.alerts.kinds.idle)
 async def idle_episodes(
     session: AsyncSession, *, org_ids: Sequence[str], since: datetime, until: datetime
 ) -> Sequence[Episode]:
-    """Idle-accelerator episodes idle at some point in [since, until): idleness began (`failing_since`, else
-    the opening) before `until` and had not ended (`closed_at`) by `since`. An episode is opened hours after
-    its idleness began, so the opening alone would miss a week's last idle hours."""
-    began = func.coalesce(col(Episode.failing_since), col(Episode.opened_at))
+    """Idle-accelerator episodes idle at some point in [since, until): idleness began (`began`) before
+    `until` and had not ended (`closed_at`) by `since`. An episode is opened hours after its idleness began,
+    so the opening alone would miss a week's last idle hours."""
     query = (
         select(Episode)
         .where(
             col(Episode.org_id).in_(org_ids),
             col(Episode.kind) == IDLE,
-            began < until,
+            _began_in_sql < until,
             or_(col(Episode.closed_at).is_(None), col(Episode.closed_at) > since),
         )
         .order_by(col(Episode.opened_at), col(Episode.id))

@@ -254,13 +254,13 @@ def _attention(
 
 
 def _stalls_in(stalls: Iterable[Stall], since: datetime, until: datetime) -> tuple[Stall, ...]:
-    """Episodes opened in the window, or already open when it started."""
+    """Episodes begun in the window, or already under way when it started."""
     kept = [
         s
         for s in stalls
-        if _in(s.opened_at, since, until) or (s.opened_at < since and (s.closed_at is None or s.closed_at > since))
+        if _in(s.start, since, until) or (s.start < since and (s.closed_at is None or s.closed_at > since))
     ]
-    return tuple(sorted(kept, key=lambda s: s.opened_at))
+    return tuple(sorted(kept, key=lambda s: s.start))
 
 
 def _of_kind(records: Iterable[Record], kind: RecordKind) -> tuple[Record, ...]:
@@ -366,7 +366,7 @@ def _stall_text(stall: Stall) -> str:
     text = f"{stall.status} of job {stall.job} on {stall.cluster_name}"
     if stall.closed_at is None:
         return f"{text}, still open"
-    return f"{text}, lasted {format_duration(stall.closed_at - stall.opened_at)}"
+    return f"{text}, lasted {format_duration(stall.closed_at - stall.start)}"
 
 
 def _change_text(change: Change) -> str:
@@ -383,7 +383,7 @@ def history(facts: OrgFacts) -> tuple[HistoryEntry, ...]:
     ]
     entries += [HistoryEntry(c.at, "change", _change_text(c), c.by) for c in facts.operations]
     entries += [HistoryEntry(f.opened_at, "failure", _failure_text(f)) for f in facts.failures]
-    entries += [HistoryEntry(s.opened_at, "stall", _stall_text(s)) for s in facts.stalls]
+    entries += [HistoryEntry(s.start, "stall", _stall_text(s)) for s in facts.stalls]
     # Stable sort: entries at the same instant keep the order above (a record before its resolution).
     return tuple(sorted(entries, key=lambda e: e.at, reverse=True))
 

@@ -102,13 +102,14 @@ class Failure:
 
 @dataclass(frozen=True)
 class Stall:
-    """A throughput episode of a training job: `status` "stall" or "slowdown"."""
+    """A throughput episode of a training job: `status` "stall" or "slowdown". `start`: when the anomaly
+    began (a hang at its last good sample), before it was told; it lasted from there to `closed_at`."""
 
     org_id: str
     cluster_name: str
     job: str
     status: str
-    opened_at: datetime
+    start: datetime
     closed_at: datetime | None
 
 

@@ -86,7 +86,7 @@ def _stall(row: Episode) -> Stall:
         cluster_name=row.cluster_name,
         job=row.node_key,
         status=row.status,
-        opened_at=row.opened_at,
+        start=tracking.began(row),
         closed_at=row.closed_at,
     )
 

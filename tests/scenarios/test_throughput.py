@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from bot.digest.weeks import week_of
 from bot.ingest.tokens import create_token
 from sandbox.slack import Message
 from sandbox.world import Sandbox
@@ -193,3 +194,37 @@ async def test_a_decline_slower_than_the_replay_window_is_told_against_the_runs_
     # The median of the run's healthy 10-minute blocks since its start: it lags a decline this slow by a few
     # per cent, where the last 3 hours' median would stand at the declined rate (about 20 % down by now).
     assert baseline >= 0.9 * RATE, f"baseline {baseline:,.0f}: the run's healthy rate, not the declined one"
+
+
+async def test_records_and_the_digest_time_an_episode_from_its_start_as_the_alert_does(world: Sandbox) -> None:
+    """Issue 21: `/track doc` and the digest dated a throughput episode at its detection and timed it from
+    there ("lasted 2 min" for a hang the alert called "back after 17 min"). They count from its start."""
+    services = world.pitcrew.services
+    token = await create_token(services.db, org_id="kumo-labs", created_by="test")
+    now = datetime.now(UTC)
+    clock = [now]
+    services.throughput._desk.clock = lambda: clock[0]  # the monitor's clock, injected
+    services.digest.clock = services.records.clock = lambda: clock[0]
+    hung_at = now - timedelta(minutes=15)  # the last good sample: the hang began there, was told at `now`
+    await post(world, token, history(hung_at))
+    await check(world)
+    (alert,) = alerts_in(world, KUMO, "Training stalled")
+    clock[0] = now + timedelta(minutes=2)
+    back = {"org": "kumo-labs", "cluster": CLUSTER, "job": JOB, "ts": clock[0].isoformat(), "tokens_per_second": RATE}
+    await post(world, token, [back])
+    await check(world)
+    recovered = next(m for m in world.slack.messages if m.ts == alert.ts)
+    assert "Throughput back after 17 min" in recovered.text
+
+    started = hung_at.astimezone(services.throughput._desk.tz).strftime("%Y-%m-%d %H:%M")
+    doc = body(await ask(world, user=ALICE, channel=KUMO, text="doc", command="/track"))
+    (line,) = [line for line in doc.splitlines() if JOB in line]
+    assert line.startswith(started) and "lasted 17 min" in line, line
+    week = week_of(now, services.throughput._desk.tz).label
+    before = len(world.slack.messages)
+    await world.slack.send_command(user_id=ALICE, channel_id=KUMO, command="/digest", text=f"preview --week {week}")
+    preview = await world.slack.wait_for(
+        lambda m: m.ephemeral_to == ALICE and m.via != "command" and world.slack.messages.index(m) >= before, timeout=60
+    )
+    (line,) = [line for line in body(preview).splitlines() if f"stall of `{JOB}`" in line]
+    assert started in line and "17 min" in line, line

@@ -467,6 +467,26 @@ async def test_episodes_overlapping_splits_the_digest_buckets(db: Database) -> N
     assert [e.node_key for e in both] == ["cluster", "i-closed-inside", "i-other-org", "i-still-open"]
 
 
+async def test_episodes_are_in_the_window_they_began_in_not_only_the_one_they_were_told_in(db: Database) -> None:
+    """A hang that began at the week's last minute and was told ten minutes later is the week's; a node
+    failure reopened after the week began was under way since its opening (issue 21)."""
+    hang = episode("run-late", T1 + timedelta(minutes=9), backend="throughput")
+    hang.failing_since = T1 - timedelta(minutes=1)
+    told_after = episode("run-after", T1 + timedelta(minutes=20), backend="throughput")
+    told_after.failing_since = T1 + timedelta(minutes=5)
+    reopened = episode("i-reopened", T0 - timedelta(days=1))
+    reopened.failing_since, reopened.reopened = T0 + timedelta(days=1), 1
+    async with db.session() as session:
+        session.add_all([hang, told_after, reopened])
+        await session.commit()
+    async with db.session() as session:
+        jobs = await tracking.episodes_overlapping(session, org_ids=[ORG], kinds=STALLS, since=T0, until=T1)
+        nodes = await tracking.episodes_overlapping(session, org_ids=[ORG], kinds=FAILURES, since=T0, until=T1)
+    assert [e.node_key for e in jobs] == ["run-late"]
+    assert tracking.began(jobs[0]) == T1 - timedelta(minutes=1)
+    assert [e.node_key for e in nodes] == ["i-reopened"] and tracking.began(nodes[0]) == T0 - timedelta(days=1)
+
+
 async def test_operations_finished_are_done_or_failed_in_the_window(db: Database) -> None:
     rows = [
         operation("op-done", "done", T0 + timedelta(hours=1)),
