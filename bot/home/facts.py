@@ -95,8 +95,11 @@ class HomeFacts:
     now: datetime
     orgs: tuple[OrgHome, ...] = ()
     roles: Mapping[str, str] = field(default_factory=dict)  # org id -> "operator" | "viewer" (members)
-    digest_link: str | None = None  # the last posted digest's message
+    digest_link: str | None = None  # the last digest's summary in the coordination channel (admins)
     digest_week: str | None = None
+    # org id -> (link, week) of the last digest posted in that org's channel: a member is linked to their own
+    # org's section, not the coordination thread that holds every org's
+    org_digests: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     program: str = ""
     admins: tuple[str, ...] = ()  # whom an outsider should ask
 

@@ -98,9 +98,12 @@ def _org_lines(org: OrgHome, facts: HomeFacts, tz: ZoneInfo, *, clusters: int) -
     return lines + _reserved(org, tz) + _idle(org, facts.now)
 
 
-def _digest(facts: HomeFacts) -> str:
-    if facts.digest_link:
-        return f"Last digest: <{facts.digest_link}|{escape(facts.digest_week or 'the weekly digest')}>"
+def _digest(facts: HomeFacts, org: OrgHome | None = None) -> str:
+    """The admin's link goes to the coordination channel's summary; a member's (org given) to that org's own
+    post in its channel."""
+    link, week = facts.org_digests.get(org.org_id, (None, None)) if org else (facts.digest_link, facts.digest_week)
+    if link:
+        return f"Last digest: <{link}|{escape(week or 'the weekly digest')}>"
     return "No digest posted yet."
 
 
@@ -179,7 +182,7 @@ def _member(facts: HomeFacts, tz: ZoneInfo) -> list[Block]:
             header(f"Pitcrew · {org.name}"),
             context(
                 f"`{escape(org.org_id)}` · your role: {role}{channel} · "
-                f"updated {when(facts.now, tz)} · {_digest(facts)}"
+                f"updated {when(facts.now, tz)} · {_digest(facts, org)}"
             ),
             *sections(_org_lines(org, facts, tz, clusters=MEMBER_CLUSTERS)),
             _buttons(org.org_id, operator=role in {"operator", "admin"}),

@@ -13,7 +13,7 @@ import contextlib
 import logging
 import time
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 from zoneinfo import ZoneInfo
@@ -40,7 +40,7 @@ from bot.home.render import home_view
 from bot.publishing import Publisher
 from storage import crud, tracking
 from storage.db import Database
-from storage.models import DigestRunStatus, utcnow
+from storage.models import DigestRun, DigestRunStatus, utcnow
 
 log = logging.getLogger(__name__)
 DEBOUNCE_SECONDS = 5.0  # changes within this are one refresh
@@ -142,9 +142,9 @@ class HomeTab:
             return
         wanted = sorted({org for user in users for org in self._access.visible_orgs(user)})
         facts = await self.org_facts(wanted)
-        link, week = await self._digest_link()
+        digests = await self._digest_links()
         for user in users:
-            await self._publish(user, facts, link, week)
+            await self._publish(user, facts, digests)
 
     # ------------------------------------------------------------------ publish
 
@@ -153,11 +153,10 @@ class HomeTab:
         self._watching.add(user_id)
         orgs = self._access.visible_orgs(user_id)
         facts = await self.org_facts(orgs)
-        link, week = await self._digest_link()
-        await self._publish(user_id, facts, link, week)
+        await self._publish(user_id, facts, await self._digest_links())
 
-    async def _publish(self, user_id: str, orgs: dict[str, OrgHome], link: str | None, week: str | None) -> None:
-        view = home_view(self.facts_for(user_id, orgs, link=link, week=week), tz=self._tz)
+    async def _publish(self, user_id: str, orgs: dict[str, OrgHome], digests: Mapping[str, tuple[str, str]]) -> None:
+        view = home_view(self.facts_for(user_id, orgs, digests=digests), tz=self._tz)
         try:
             await self._poster.client.views_publish(user_id=user_id, view=view)
             self.published += 1
@@ -165,8 +164,10 @@ class HomeTab:
             log.warning("views.publish for %s failed: %s", user_id, describe_error(error))
 
     def facts_for(
-        self, user_id: str, orgs: dict[str, OrgHome], *, link: str | None = None, week: str | None = None
+        self, user_id: str, orgs: dict[str, OrgHome], *, digests: Mapping[str, tuple[str, str]] | None = None
     ) -> HomeFacts:
+        """One person's Home; `digests` is each channel's last posted digest (link, week)."""
+        digests = digests or {}
         access = self._access
         visible = [orgs[o] for o in access.visible_orgs(user_id) if o in orgs]
         if access.is_admin(user_id):
@@ -179,14 +180,16 @@ class HomeTab:
         for org in visible:
             role = access.role(user_id=user_id, org_id=org.org_id)
             roles[org.org_id] = role.value if role else "viewer"
+        link, week = digests.get(self._program.coordination_channel, (None, None))
         return HomeFacts(
             viewer=viewer,
             user_id=user_id,
             now=self._clock(),
             orgs=tuple(visible),
             roles=roles,
-            digest_link=link if viewer is not Viewer.OUTSIDER else None,
-            digest_week=week,
+            digest_link=link if viewer is Viewer.ADMIN else None,
+            digest_week=week if viewer is Viewer.ADMIN else None,
+            org_digests={o.org_id: digests[o.channel] for o in visible if o.channel in digests},
             program=self._program.name,
             admins=tuple(self._program.admins),
         )
@@ -267,29 +270,40 @@ class HomeTab:
 
         return dict(await asyncio.gather(*(one(o) for o in org_ids)))
 
-    async def _digest_link(self) -> tuple[str | None, str | None]:
-        """The last digest posted in the coordination channel: its link and week."""
-        channel = self._program.coordination_channel
+    async def _digest_links(self) -> dict[str, tuple[str, str]]:
+        """Each channel's last posted digest (the coordination channel's summary, an org channel's own section):
+        channel -> (link, week); a channel with none, or whose link Slack did not give, is left out."""
         try:
             async with self._db.session() as session:
                 runs = await tracking.digest_runs(session)
         except Exception:
             log.exception("Home: reading the digest runs failed")
-            return None, None
-        posted = [r for r in runs if r.status == DigestRunStatus.POSTED.value and r.message_ts]
-        mine = [r for r in posted if r.channel == channel] or posted
-        if not mine:
-            return None, None
-        last = max(mine, key=lambda r: (r.posted_at or r.claimed_at, r.id or 0))
-        key = (last.channel, last.message_ts or "")
-        if key not in self._links:
-            try:
-                answer = await self._poster.client.chat_getPermalink(channel=key[0], message_ts=key[1])
-                if answer.get("permalink"):
-                    self._links[key] = str(answer["permalink"])
-            except Exception as error:
-                log.warning("Home: no permalink for the digest %s: %s", last.week, describe_error(error))
-        return self._links.get(key), last.week
+            return {}
+        last: dict[str, DigestRun] = {}
+        for run in runs:
+            if run.status != DigestRunStatus.POSTED.value or not run.message_ts:
+                continue
+            seen = last.get(run.channel)
+            if seen is None or (run.posted_at or run.claimed_at, run.id or 0) > (
+                seen.posted_at or seen.claimed_at,
+                seen.id or 0,
+            ):
+                last[run.channel] = run
+        links: dict[str, tuple[str, str]] = {}
+        for channel, run in last.items():
+            key = (channel, run.message_ts or "")
+            if key not in self._links:
+                try:
+                    answer = await self._poster.client.chat_getPermalink(channel=key[0], message_ts=key[1])
+                    if answer.get("permalink"):
+                        self._links[key] = str(answer["permalink"])
+                except Exception as error:
+                    log.warning(
+                        "Home: no permalink for the digest %s in %s: %s", run.week, channel, describe_error(error)
+                    )
+            if key in self._links:
+                links[channel] = (self._links[key], run.week)
+        return links
 
     async def open_alerts(self, org_id: str) -> list[AlertLine]:
         """The org's open alerts, oldest first, each with a link to its message where Slack gives one."""

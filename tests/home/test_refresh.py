@@ -73,7 +73,12 @@ def program() -> ProgramConfig:
 @pytest.fixture
 async def slack() -> AsyncIterator[LocalSlack]:
     users = {ADMIN: "Admin", ALICE: "Alice", BOB: "Bob", GUEST: "Guest"}
-    local = LocalSlack(signing_secret="s", bot_token=TOKEN, users=users, channels={"C0PROGRAM": "coordination"})
+    local = LocalSlack(
+        signing_secret="s",
+        bot_token=TOKEN,
+        users=users,
+        channels={"C0PROGRAM": "coordination", "C0KUMOLAB": "kumo-labs"},
+    )
     async with serve_asgi(local.app) as base_url:
         local.base_url = base_url
         yield local
@@ -176,26 +181,31 @@ async def test_capacity_that_fails_is_said_in_one_line_and_the_rest_of_home_is_s
     )
 
 
-async def test_home_links_the_last_digest_posted_in_the_coordination_channel(
+async def test_home_links_the_last_digest_an_admin_to_the_summary_a_member_to_their_orgs_post(
     db: Database, program: ProgramConfig, poster: Poster, slack: LocalSlack
 ) -> None:
     tab = home(db, program, poster, Timer())
     await tab.opened(ALICE)
     assert "No digest posted yet." in str(slack.home_views[ALICE]["blocks"])
+    kumo = program.org("kumo-labs")
+    assert kumo is not None
+    posted: dict[str, str] = {}
     for week in ("2026-W47", "2026-W48"):
-        ts = await poster.post(channel=program.coordination_channel, reply=Reply(text=f"digest {week}", blocks=[]))
-        async with db.session() as session:
-            run = await tracking.claim_digest_run(
-                session, week=week, channel=program.coordination_channel, by="test", at=NOW
-            )
-            assert run is not None and run.id is not None
-            values = {"status": DigestRunStatus.POSTED.value, "posted_at": NOW, "message_ts": ts}
-            await tracking.finish_digest_run(session, run_id=run.id, values=values)
-    await tab.opened(ALICE)
-    link = (await poster.client.chat_getPermalink(channel=program.coordination_channel, message_ts=ts))["permalink"]
-    assert f"Last digest: <{link}|2026-W48>" in str(slack.home_views[ALICE]["blocks"])
-    await tab.opened(GUEST)
-    assert link not in str(slack.home_views[GUEST]["blocks"])  # an outsider sees no program link
+        for channel in (program.coordination_channel, kumo.channel):
+            ts = await poster.post(channel=channel, reply=Reply(text=f"digest {week}", blocks=[]))
+            async with db.session() as session:
+                run = await tracking.claim_digest_run(session, week=week, channel=channel, by="test", at=NOW)
+                assert run is not None and run.id is not None
+                values = {"status": DigestRunStatus.POSTED.value, "posted_at": NOW, "message_ts": ts}
+                await tracking.finish_digest_run(session, run_id=run.id, values=values)
+            posted[channel] = (await poster.client.chat_getPermalink(channel=channel, message_ts=ts))["permalink"]
+    for user in (ALICE, ADMIN, GUEST):
+        await tab.opened(user)
+    summary, own = posted[program.coordination_channel], posted[kumo.channel]
+    assert f"Last digest: <{own}|2026-W48>" in str(slack.home_views[ALICE]["blocks"])
+    assert summary not in str(slack.home_views[ALICE]["blocks"])  # every org's sections: not a member's link
+    assert f"Last digest: <{summary}|2026-W48>" in str(slack.home_views[ADMIN]["blocks"])
+    assert summary not in str(slack.home_views[GUEST]["blocks"])  # an outsider sees no program link
 
 
 class Changes:

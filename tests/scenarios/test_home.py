@@ -244,3 +244,27 @@ async def test_open_alerts_names_a_capacity_notice_by_its_reservation_and_its_en
     assert f"`{block.id}`" in line, line
     assert f"ends {shown(block.end)}" in line and f"noticed {shown(at)}" in line, line
     assert "since" not in line, line
+
+
+async def test_a_members_last_digest_link_opens_their_own_orgs_post_and_an_admins_the_summary(
+    sandbox: Sandbox,
+) -> None:
+    """The coordination channel's thread holds every org's section: a member's Home links their org's own post
+    in its channel; an admin's links the program summary."""
+    response = await sandbox.slack.send_command(user_id=ADMIN, channel_id=COORDINATION, command="/digest", text="send")
+    assert response.status_code == 200, response.text
+    await sandbox.slack.wait_for(lambda m: m.ephemeral_to == ADMIN and "posted" in m.text, timeout=30)
+    kumo_post = next(
+        m for m in sandbox.slack.channel_messages(KUMO) if m.thread_ts is None and m.user == sandbox.slack.bot_user_id
+    )
+    summary = next(
+        m
+        for m in sandbox.slack.channel_messages(COORDINATION)
+        if m.thread_ts is None and m.ephemeral_to is None and "Weekly digest" in m.text
+    )
+    for user in (ALICE, BOB):
+        text = text_of(await open_home(sandbox, user))
+        assert f"#channel={KUMO}&ts={kumo_post.ts}|" in text, text
+        assert f"#channel={COORDINATION}" not in text, text
+    admin = text_of(await open_home(sandbox, ADMIN))
+    assert f"#channel={COORDINATION}&ts={summary.ts}|" in admin, admin
