@@ -20,6 +20,8 @@ from bot.alerts.kinds import KINDS
 from bot.clusters.fleet import describe_error
 from bot.clusters.model import Backend, Cluster
 from bot.config import ProgramConfig
+from bot.node_metrics.series import PeerChart
+from bot.plots import ThroughputChart
 from bot.publishing import Publisher, Reply
 from storage import crud
 from storage.db import Database
@@ -37,7 +39,8 @@ class ClusterReader(Protocol):
 
 
 class AlertPresenter(Protocol):
-    """How the alerts read (bot.slack.alerts.SlackAlerts): one presenter per kind, and the lines shared."""
+    """How the alerts read (bot.slack.alerts.SlackAlerts): one presenter per kind, the lines shared, and the
+    charts (PNG) the monitors put in an alert's thread."""
 
     def alert(self, kind: AlertKind, view: AlertView) -> Reply: ...
 
@@ -54,6 +57,10 @@ class AlertPresenter(Protocol):
     def silence_ended(self, silence: Silence, *, user_id: str, at: datetime, tz: ZoneInfo) -> Reply: ...
 
     def continued(self, row: Episode, *, link: str | None) -> Reply: ...
+
+    def throughput_chart(self, chart: ThroughputChart, *, tz: ZoneInfo) -> bytes: ...
+
+    def peer_chart(self, chart: PeerChart, *, tz: ZoneInfo) -> bytes: ...
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,6 @@ from bot.monitor.metrics_reads import MetricsReads, ReadFailed
 from bot.mrkdwn import escape
 from bot.node_metrics.culprit import FAULT_WINDOW, assess_nodes
 from bot.node_metrics.series import NodeAssessment, NodeFault, PeerChart
-from bot.slack import charts
 from storage import crud
 from storage.models import Episode
 
@@ -60,7 +59,7 @@ async def upload_peer_chart(desk: AlertDesk, row: Episode, chart: PeerChart, *, 
     """The suspect's signal against its peers' median, in an alert's thread; a chart that cannot be drawn
     is logged, and the alert stands without it."""
     try:
-        content = await asyncio.to_thread(charts.peer_chart, chart, tz=desk.tz)
+        content = await asyncio.to_thread(desk.presenter.peer_chart, chart, tz=desk.tz)
     except Exception:
         log.exception("drawing the peer chart of %s for episode %s failed", chart.node, row.id)
         return

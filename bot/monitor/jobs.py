@@ -39,7 +39,7 @@ from bot.monitor.throughput import NEAR_ZERO_RATIO, Anomaly, JobDetector, Sample
 from bot.mrkdwn import escape, when
 from bot.node_metrics.culprit import HEALTHY_BEFORE, find_culprit
 from bot.node_metrics.series import Cause, ClusterMetrics, Verdict
-from bot.slack import charts
+from bot.plots import Band, Series, ThroughputChart, zoom_for
 from storage import crud
 from storage.models import Episode, EpisodeKind, ThroughputSample
 
@@ -613,13 +613,13 @@ class ThroughputMonitor:
         since = now - timedelta(hours=hours)
         zoom = None
         if job is not None and anomaly is not None:
-            zoom = charts.zoom_for(charts.Band(anomaly.start, anomaly.end, anomaly.kind), since=since, until=now)
+            zoom = zoom_for(Band(anomaly.start, anomaly.end, anomaly.kind), since=since, until=now)
         rows = await self.samples(org_id, cluster, job, since=min(since, zoom.since) if zoom else since, until=now)
         by_job: dict[str, list[ThroughputSample]] = {}
         for row in rows:
             by_job.setdefault(row.job, []).append(row)
         series = [
-            charts.Series(label=name, points=[(r.ts, sample_of(r).value) for r in job_rows if r.event is None])
+            Series(label=name, points=[(r.ts, sample_of(r).value) for r in job_rows if r.event is None])
             for name, job_rows in sorted(by_job.items())
         ]
         baseline = threshold = None
@@ -629,11 +629,9 @@ class ThroughputMonitor:
             baseline, threshold = detector.baseline, detector.threshold
             shown = anomaly or detector.current
             if shown is not None:
-                bands.append(charts.Band(start=shown.start, end=shown.end, label=shown.kind))
+                bands.append(Band(start=shown.start, end=shown.end, label=shown.kind))
         title = f"{org_id}/{cluster}" + (f" · {job}" if job else "") + f" · last {hours:g} h"
-        # Rendering takes a tenth of a second (more for the first chart of a process): off the event loop.
-        return await asyncio.to_thread(
-            charts.throughput_chart,
+        chart = ThroughputChart(
             title=title,
             series=series,
             baseline=baseline,
@@ -641,10 +639,11 @@ class ThroughputMonitor:
             bands=bands,
             since=since,
             until=now,
-            tz=self._desk.tz,
             unit=unit_of(rows),
             zoom=zoom,
         )
+        # Rendering takes a tenth of a second (more for the first chart of a process): off the event loop.
+        return await asyncio.to_thread(self._desk.presenter.throughput_chart, chart, tz=self._desk.tz)
 
     async def _chart(self, row: Episode, now: datetime, *, thread_ts: str, anomaly: Anomaly) -> None:
         hours = CHART_WINDOW.total_seconds() / 3600

@@ -20,6 +20,9 @@ from bot.alerts.kinds import node as node_kind
 from bot.clusters.console import cluster_url, node_url
 from bot.clusters.model import Backend, Cluster, Health
 from bot.mrkdwn import cut, visible
+from bot.node_metrics.series import PeerChart
+from bot.plots import ThroughputChart
+from bot.slack import charts
 from bot.slack.blocks import Block, Reply, button, context, escape, fit, header, section, sections, when
 from bot.slack.capacity import capacity_alert, capacity_coordination_line, capacity_held_back
 
@@ -625,6 +628,23 @@ class SlackAlerts:
         where = f"<{link}|new alert>" if link else "a new alert in the channel"
         note = f":red_circle: `{row.node_ids[-1]}` failed again: `{row.status}` {row.message}".strip()
         return thread_note(f"{note} · continued in {where}")
+
+    def throughput_chart(self, chart: ThroughputChart, *, tz: ZoneInfo) -> bytes:
+        return charts.throughput_chart(
+            title=chart.title,
+            series=chart.series,
+            baseline=chart.baseline,
+            threshold=chart.threshold,
+            bands=chart.bands,
+            since=chart.since,
+            until=chart.until,
+            tz=tz,
+            unit=chart.unit,
+            zoom=chart.zoom,
+        )
+
+    def peer_chart(self, chart: PeerChart, *, tz: ZoneInfo) -> bytes:
+        return charts.peer_chart(chart, tz=tz)
 
 
 def nothing_changed(outcome: NothingChanged, *, tz: ZoneInfo) -> str:

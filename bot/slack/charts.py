@@ -19,10 +19,11 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
+
+from bot.plots import Band, Series, Zoom  # what a chart shows (plain data); how it is drawn is this module's
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -37,9 +38,6 @@ BAR_HEIGHT_PX = 40  # per bar in bar charts, on top of BAR_FRAME_PX for the titl
 BAR_FRAME_PX = 120
 BAR_MIN_HEIGHT_PX = 240
 ZOOM_HEIGHT_PX = 300  # the zoomed panel under the long one, when an anomaly is too short to see in it
-ZOOM_MARGIN = timedelta(minutes=30)  # shown on each side of a short anomaly
-MIN_BAND_PX = 60  # an anomaly narrower than this in the long panel gets a zoomed panel
-PLOT_WIDTH_PX = 880  # the plot area of a 1000 px chart (the rest is the value axis and margins)
 GAP_FACTOR = 3.0  # a step longer than this many times a series' usual sample interval is drawn as a gap
 NO_DATA = "no data"
 DASH = "\N{EN DASH}"  # between the two ends of a time window
@@ -57,53 +55,7 @@ LABEL_SIZE = 12
 TICK_SIZE = 11
 
 
-@dataclass(frozen=True)
-class Series:
-    """One line: (time, value) points in time order; a value of None is a gap (no data there)."""
-
-    label: str
-    points: Sequence[tuple[datetime, float | None]]
-
-
-@dataclass(frozen=True)
-class Band:
-    """A shaded stretch of time, e.g. an alert episode; `end` None means it is still open (to the right edge)."""
-
-    start: datetime
-    end: datetime | None
-    label: str
-
-
 # ---------------------------------------------------------------------------------------------- throughput
-
-
-@dataclass(frozen=True)
-class Zoom:
-    """The window of the zoomed panel: a short anomaly and ZOOM_MARGIN either side of it."""
-
-    since: datetime
-    until: datetime
-
-    @property
-    def px_per_minute(self) -> float:
-        return PLOT_WIDTH_PX / ((self.until - self.since).total_seconds() / 60)
-
-
-def px_per_minute(since: datetime, until: datetime) -> float:
-    """How wide a minute is drawn in a panel of [since, until]."""
-    return PLOT_WIDTH_PX / ((until - since).total_seconds() / 60)
-
-
-def zoom_for(band: Band, *, since: datetime, until: datetime) -> Zoom | None:
-    """The zoomed window for an anomaly too short to be seen in the chart of [since, until] (narrower than
-    MIN_BAND_PX there: a 3-minute stall in 6 hours is 7 px), else None. It spans the anomaly and ZOOM_MARGIN
-    either side, stopping at `until` (nothing is known after it): some 14 px a minute, each 30-second sample
-    drawn 7 px from the next, and a 3-minute stall 40 px wide."""
-    end = until if band.end is None else min(band.end, until)
-    width_px = max(0.0, (end - band.start).total_seconds() / 60) * px_per_minute(since, until)
-    if width_px >= MIN_BAND_PX:
-        return None
-    return Zoom(since=band.start - ZOOM_MARGIN, until=min(end + ZOOM_MARGIN, until))
 
 
 def throughput_chart(

@@ -18,8 +18,9 @@ import pytest
 from matplotlib import dates as mdates
 from matplotlib.figure import Figure
 
+from bot import plots
+from bot.plots import Band, Series
 from bot.slack import charts
-from bot.slack.charts import Band, Series
 
 TZ = ZoneInfo("Asia/Tokyo")
 UNTIL = datetime(2026, 11, 29, 6, 0, tzinfo=UTC)  # 15:00 in Tokyo
@@ -310,8 +311,8 @@ def test_a_short_anomaly_in_a_long_chart_gets_a_zoomed_panel_of_it_and_30_minute
     """Issue 11: a 3-minute stall in the 6-hour chart is 7 px wide, invisible; the zoom shows it readably."""
     start = UNTIL - timedelta(hours=2)
     stall = Band(start=start, end=start + timedelta(minutes=3), label="stall")
-    assert charts.px_per_minute(SINCE, UNTIL) * 3 < 10, "too thin to see in the long panel"
-    zoom = charts.zoom_for(stall, since=SINCE, until=UNTIL)
+    assert plots.px_per_minute(SINCE, UNTIL) * 3 < 10, "too thin to see in the long panel"
+    zoom = plots.zoom_for(stall, since=SINCE, until=UNTIL)
     assert zoom is not None
     assert zoom.since <= stall.start - timedelta(minutes=30) and zoom.until >= start + timedelta(minutes=33)
     assert zoom.until - zoom.since <= timedelta(minutes=70), "no wider than it needs to be"
@@ -328,8 +329,8 @@ def test_a_short_anomaly_in_a_long_chart_gets_a_zoomed_panel_of_it_and_30_minute
 
 def test_an_anomaly_wide_enough_to_see_or_ongoing_at_the_edge_is_zoomed_only_when_short() -> None:
     long_slowdown = Band(start=UNTIL - timedelta(hours=1), end=None, label="slowdown")
-    assert charts.zoom_for(long_slowdown, since=SINCE, until=UNTIL) is None, "an hour of 6 is plain to see"
+    assert plots.zoom_for(long_slowdown, since=SINCE, until=UNTIL) is None, "an hour of 6 is plain to see"
     fresh = Band(start=UNTIL - timedelta(minutes=12), end=None, label="stall")
-    zoom = charts.zoom_for(fresh, since=SINCE, until=UNTIL)
+    zoom = plots.zoom_for(fresh, since=SINCE, until=UNTIL)
     assert zoom is not None and zoom.since == fresh.start - timedelta(minutes=30)
     assert zoom.until == UNTIL, "nothing is known after the chart's end"
