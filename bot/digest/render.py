@@ -660,11 +660,21 @@ def requirements_set(
     return Reply(text=text, blocks=_guard(blocks), public=True)
 
 
+READ_ONLY = "Your role lets you read tracking records (`/track show`, `/track doc ORG`), not write them."
+
+
 def track_home(
-    *, org_name: str | None, open_incidents: int, records_this_week: int, usage_hint: str, org_id: str | None = None
+    *,
+    org_name: str | None,
+    open_incidents: int,
+    records_this_week: int,
+    usage_hint: str,
+    org_id: str | None = None,
+    may_add: bool = True,
 ) -> Reply:
     """`/track` with no arguments: where the org stands, a button opening the "Add a record" modal (its value
-    is the org to preselect, "" for none) and the subcommands."""
+    is the org to preselect, "" for none) and the subcommands. Without `may_add` (a viewer) no button: a form
+    they could not submit is not offered."""
     if org_name is None:
         summary = "*Tracking*\nThis channel is not an org's channel: choose the org in the form."
         text = "Tracking: add a record, or use the /track subcommands."
@@ -676,6 +686,8 @@ def track_home(
         text = f"Tracking {escape(org_name)}: {open_incidents} open incidents, {records_this_week} records this week"
     if usage_hint:
         summary += f"\n{escape(usage_hint)}"
+    if not may_add:
+        return Reply(text=text, blocks=[section(summary), context(READ_ONLY)])
     blocks: list[Block] = [
         section(summary),
         {

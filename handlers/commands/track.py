@@ -53,13 +53,26 @@ async def _home(call: Call, _: TrackHome) -> Answer:
     services = call.services
     org_id = pick_org(services, named=None, user_id=call.user_id, channel_id=call.channel_id)
     org = services.program.org(org_id) if org_id else None
+    # The form lists the orgs the caller may write to: offered only when there is one (a viewer has none).
+    writable = [
+        o.id
+        for o in services.program.orgs
+        if services.access.may(user_id=call.user_id, action=Action.OPERATE, org_id=o.id)
+    ]
     if org is None:
-        reply = render.track_home(org_name=None, open_incidents=0, records_this_week=0, usage_hint="")
+        reply = render.track_home(
+            org_name=None, open_incidents=0, records_this_week=0, usage_hint="", may_add=bool(writable)
+        )
         return Answer(reply)
     still_open, this_week = await services.records.summary(org.id)
     hint = f"/track show {org.id} shows usage against quota; /track doc {org.id} the whole document."
     reply = render.track_home(
-        org_name=org.name, open_incidents=still_open, records_this_week=this_week, usage_hint=hint, org_id=org.id
+        org_name=org.name,
+        open_incidents=still_open,
+        records_this_week=this_week,
+        usage_hint=hint,
+        org_id=org.id if org.id in writable else None,
+        may_add=bool(writable),
     )
     return Answer(reply, org_id=org.id)
 

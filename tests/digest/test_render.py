@@ -580,6 +580,15 @@ def test_track_home_has_the_add_button_and_the_subcommands() -> None:
     assert next(b for b in elsewhere.blocks if b["type"] == "actions")["elements"][0]["value"] == ""
 
 
+def test_track_home_of_a_reader_offers_no_form_and_says_why() -> None:
+    reply = render.track_home(
+        org_name="Kumo Labs", org_id="kumo-labs", open_incidents=0, records_this_week=1, usage_hint="", may_add=False
+    )
+    assert_within_limits(reply)
+    assert not [b for b in reply.blocks if b["type"] == "actions"]
+    assert "read tracking records" in shown(reply) and "0 open incidents · 1 record this week" in shown(reply)
+
+
 def test_track_modal_structure() -> None:
     orgs = [("kumo-labs", "Kumo Labs"), ("sora-ai", "Sora AI " + "very long name " * 10)]
     view = render.track_modal(orgs=orgs, default_org="sora-ai", private_metadata='{"channel": "C1"}')
