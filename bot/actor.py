@@ -2,9 +2,9 @@
 
 Identity across Slack Connect is (team, user): an org engineer in their own workspace has a user id that the
 program file lists, but Pitcrew accepts it only from the teams the org names (bot.access). The team is set once
-per Slack request by the identity middleware (handlers.identity) and read here by the access rules and the audit
-log, so every decision and every audit row, in the listener and in work it spawns, sees the same actor without
-each call passing it along. Outside a request (monitors, the digest) there is no actor: None.
+per Slack request by a middleware (`act_as_requester` in bot.app.build_app) and read here by the access rules
+and the audit log, so every decision and every audit row, in the listener and in work it spawns, sees the same
+actor without each call passing it along. Outside a request (monitors, the digest) there is no actor: None.
 """
 
 from __future__ import annotations

@@ -90,9 +90,10 @@ def help_answer(services: Services, user_id: str, commands: CommandSet, *, title
 
 @dataclass(frozen=True, kw_only=True)
 class Invocation:
-    """One command to answer, however it came: a slash command, an @mention or a DM (the transports in
-    handlers.transports each turn their Slack payload into one of these). Who (the user and their team), where,
-    the command and its text, and how to reply so the person sees it where they look."""
+    """One command to answer, however it came: a slash command, an @mention or a DM (each transport turns its
+    Slack payload into one of these: `SlashCommand.listener` below, handlers.events.messages for mentions and
+    DMs). Who (the user and their team), where, the command and its text, and how to reply so the person sees it
+    where they look."""
 
     user_id: str
     team_id: str | None  # the actor's workspace (Slack Connect members come from their own)
