@@ -334,6 +334,11 @@ async def _throughput(call: Call, parsed: ShowThroughput) -> Answer:
     now = services.clock()
     summaries = await services.throughput.summary(org_ids, ref.name, hours=parsed.hours, now=now)
     if not summaries:
+        # No samples may mean no such cluster: then say so as `/cluster status` does (which clusters the caller
+        # can see, and a near miss among those only); a cluster that exists just has had no samples yet.
+        lookup = await services.fleet.find(ref.name, org_ids)
+        if not lookup.found:
+            return await _not_found(services, ref, org_ids, lookup.errors, Outcome.ALLOWED)
         reply = blocks.throughput_reply([], cluster=ref.name, hours=parsed.hours, tz=services.tz, chart_where="")
         return Answer(reply, detail="no samples")
     orgs = sorted({s.org for s in summaries})

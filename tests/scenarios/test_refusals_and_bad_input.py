@@ -20,7 +20,7 @@ KUMO_CHANNEL, SAKURA_CHANNEL = "C0KUMOLAB", "C0SAKURA1"
 GUEST = "U0GUEST01"
 
 
-@pytest.mark.parametrize("subcommand", ["status", "nodes"])
+@pytest.mark.parametrize("subcommand", ["status", "nodes", "throughput"])
 async def test_viewer_learns_nothing_about_another_orgs_cluster(sandbox: Sandbox, subcommand: str) -> None:
     foreign = await ask(sandbox, user=BOB, channel=SAKURA_CHANNEL, text=f"{subcommand} sakura-trn1-pretrain")
     missing = await ask(sandbox, user=BOB, channel=SAKURA_CHANNEL, text=f"{subcommand} no-such-cluster")
@@ -408,3 +408,14 @@ async def test_a_button_of_an_older_version_is_answered_and_audited_and_an_event
     headers = signed_headers(content, secret=SIGNING_SECRET, timestamp=int(time.time()))
     headers["Content-Type"] = "application/json"
     assert (await _post(sandbox, content, headers)).status_code == 200, "Slack disables apps whose events fail"
+
+
+async def test_throughput_of_a_cluster_that_does_not_exist_names_the_clusters_you_can_see(sandbox: Sandbox) -> None:
+    typo = body(await ask(sandbox, user=BOB, channel=KUMO_CHANNEL, text="throughput kumo-p5-trian"))
+    assert "Clusters you can see" in typo and "`kumo-p5-train`" in typo, typo
+    assert "Did you mean `kumo-p5-train`?" in typo and "sakura" not in typo
+    nothing = body(await ask(sandbox, user=BOB, channel=KUMO_CHANNEL, text="throughput nosuch-cluster"))
+    assert "Clusters you can see" in nothing and "`kumo-p5-train`" in nothing, nothing
+    # A cluster that exists but has had no samples is told so, not "not found".
+    quiet = body(await ask(sandbox, user=BOB, channel=KUMO_CHANNEL, text="throughput kumo-p5-train"))
+    assert "No throughput samples for `kumo-p5-train`" in quiet and "Clusters you can see" not in quiet, quiet
