@@ -24,6 +24,7 @@ from sqlalchemy import insert
 from sqlmodel import SQLModel
 
 from bot.alerts.kinds import job as job_kind
+from bot.clusters.held import cluster_held
 from bot.config import normalize_instance_type
 from storage.crud import hourly_rows
 from storage.db import Database
@@ -622,7 +623,7 @@ async def seed_sandbox_history(services: Services, *, now: datetime, weeks: int 
                 ClusterPlan(
                     backend=cluster.backend.value,
                     name=cluster.name,
-                    instances=dict(cluster.instances_by_type()),
+                    instances=dict(cluster_held(cluster)),  # as the usage ledger records it
                     jobs=tuple(j.job for j in mine),
                     rates={j.job: j.rate for j in mine},
                 )

@@ -17,6 +17,7 @@ from zoneinfo import ZoneInfo
 import yaml
 
 from bot.capacity.model import Reservation
+from bot.clusters.held import held_instances
 from bot.clusters.model import Backend, Cluster
 from bot.clusters.requests import LaunchRequest
 from bot.clusters.templates import (
@@ -202,26 +203,6 @@ class LaunchPlan:
     @property
     def launch_request(self) -> LaunchRequest:
         return LaunchRequest(name=self.name, create_cluster=self.request, configuration=self.cluster_yaml)
-
-
-def held_instances(clusters: Iterable[Cluster]) -> Counter[str]:
-    """Instances an org holds or has asked for, per type without the ml. prefix, across both backends.
-
-    A group counts the larger of its nodes and its target: a cluster still being created (target 10, no
-    nodes yet), a scale under way, or a stopped ParallelCluster fleet (its MinCount comes back on start)
-    hold their quota, or two requests could each fit and together exceed it."""
-    held: Counter[str] = Counter()
-    for cluster in clusters:
-        counted: Counter[tuple[str, str]] = Counter(
-            (node.group, normalize_instance_type(node.instance_type)) for node in cluster.nodes if not node.leaving
-        )
-        for group in cluster.groups:
-            if group.target is not None:
-                key = (group.name, normalize_instance_type(group.instance_type))
-                counted[key] = max(counted[key], group.target)
-        for (_, instance_type), count in counted.items():
-            held[instance_type] += count
-    return held
 
 
 def quota_lines(org: OrgConfig, *, held: Mapping[str, int], requested: Mapping[str, int]) -> tuple[QuotaLine, ...]:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Protocol
 
+from bot.clusters.held import cluster_held
 from bot.clusters.model import Cluster
 from bot.config import ProgramConfig, normalize_instance_type
 from bot.digest.compute import quota_levels
@@ -37,7 +38,7 @@ def cluster_seen_rows(clusters: Sequence[Cluster], *, at: datetime) -> list[Clus
             status=c.status,
             nodes_total=len(c.nodes),
             nodes_healthy=c.healthy,
-            instances=dict(c.instances_by_type()),
+            instances=dict(cluster_held(c)),  # what it holds, as plans count it (bot.clusters.held)
             last_seen_at=at,
         )
         for c in clusters
@@ -71,7 +72,7 @@ class UsageLedger:
         now = self.clock()
         held: Counter[tuple[str, str, str]] = Counter()
         for cluster in clusters:
-            for instance_type, count in cluster.instances_by_type().items():
+            for instance_type, count in cluster_held(cluster).items():
                 held[(cluster.backend.value, cluster.name, normalize_instance_type(instance_type))] += count
         async with self._db.session() as session:
             await tracking.record_cluster_states(session, org_id=org_id, held=held, at=now)

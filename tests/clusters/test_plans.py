@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from bot.clusters.held import held_instances
 from bot.clusters.model import Backend, Cluster, Health, InstanceGroup, Node
-from bot.clusters.plans import PlanRefused, ScalePlan, held_instances, plan_launch, plan_scale, quota_lines
+from bot.clusters.plans import PlanRefused, ScalePlan, plan_launch, plan_scale, quota_lines
 from bot.clusters.templates import TemplateSet, load_templates
 from bot.config import OrgConfig
 

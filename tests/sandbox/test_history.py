@@ -15,6 +15,7 @@ import pytest
 from bot.alerts.kind import Bucket
 from bot.alerts.kinds import in_bucket
 from bot.clusters.fleet import OrgClusters
+from bot.clusters.held import cluster_held
 from bot.clusters.model import Backend, Cluster, Health, Node
 from bot.config import ProgramConfig, load_program, normalize_instance_type
 from bot.resources import example_program
@@ -286,7 +287,7 @@ async def test_sandbox_seeding_matches_the_live_clusters(db: Database, program: 
         for listing in listings:
             held: Counter[tuple[str, str, str]] = Counter()
             for cluster in listing.clusters:
-                for instance_type, count in cluster.instances_by_type().items():
+                for instance_type, count in cluster_held(cluster).items():
                     held[(cluster.backend.value, cluster.name, normalize_instance_type(instance_type))] += count
             assert await tracking.record_cluster_states(session, org_id=listing.org, held=held, at=UNTIL) == []
         means = await tracking.hourly_job_means(session, org_ids=[o.id for o in program.orgs], since=SINCE, until=UNTIL)

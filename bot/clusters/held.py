@@ -1,0 +1,63 @@
+"""What an org holds: the one "held" figure that plans, the Home, `/track`, `/cluster list`, the quota notices and
+the digest all count (DESIGN.md, Quota: the nodes an org's clusters hold or are bound to hold). Pure.
+
+A cluster holds each node that has an instance (a failed node still occupies one), not one shutting down,
+terminated or stopped. A group on its way to a target (a cluster being created, a scale under way, a fleet
+starting) holds the larger of its nodes and that target: otherwise two requests could each fit in quota and
+together exceed it. A stopped or stopping ParallelCluster compute fleet holds only what still runs: its
+counts come back when the fleet is started, not before. Nor does a cluster being deleted or failed hold
+more than what still runs."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from bot.clusters.model import Cluster, FleetPhase, Node, Phase
+from bot.config import normalize_instance_type
+
+# Node words (EC2 state, HyperPod instance status) of an instance that holds no capacity.
+_NOT_HELD = frozenset({"shutting-down", "terminated", "ShuttingDown", "stopping", "stopped"})
+# A cluster in these holds no more than its nodes: its targets are not coming.
+_NO_TARGETS = frozenset({Phase.DELETING, Phase.DELETED, Phase.FAILED})
+_FLEET_DOWN = frozenset({FleetPhase.STOPPING, FleetPhase.STOPPED})
+
+
+def holds(node: Node) -> bool:
+    """Whether the node occupies an instance."""
+    return node.status not in _NOT_HELD and not node.leaving
+
+
+def cluster_held(cluster: Cluster) -> Counter[str]:
+    """What one cluster holds, by instance type as the cluster names it (HyperPod's keep their `ml.`)."""
+    # Nodes and targets meet per group and type; `ml.p5` and `p5` are one type whichever of them AWS says.
+    named: dict[str, str] = {}
+    counted: Counter[tuple[str, str]] = Counter()
+    for node in cluster.nodes:
+        if holds(node):
+            counted[(node.group, _key(node.instance_type, named))] += 1
+    if cluster.phase not in _NO_TARGETS and cluster.fleet not in _FLEET_DOWN:
+        for group in cluster.groups:
+            if group.target is not None:
+                key = (group.name, _key(group.instance_type, named))
+                counted[key] = max(counted[key], group.target)
+    held: Counter[str] = Counter()
+    for (_, instance_type), count in counted.items():
+        if count:
+            held[named[instance_type]] += count
+    return held
+
+
+def _key(instance_type: str, named: dict[str, str]) -> str:
+    key = normalize_instance_type(instance_type)
+    named.setdefault(key, instance_type)
+    return key
+
+
+def held_instances(clusters: Iterable[Cluster]) -> Counter[str]:
+    """What clusters hold together, by instance type without the `ml.` prefix: one quota counts both backends."""
+    held: Counter[str] = Counter()
+    for cluster in clusters:
+        for instance_type, count in cluster_held(cluster).items():
+            held[normalize_instance_type(instance_type)] += count
+    return held

@@ -1,0 +1,41 @@
+"""Issue 21, "One held figure": what an org holds is one number in the launch plan's quota check, the Home,
+`/track doc` and the digest, whatever its clusters are doing.
+
+kumo-labs holds 32 HyperPod P5 nodes (kumo-p5-train) and 4 ParallelCluster ones (kumo-p5-dev, with its API);
+its quota is 40. Stopping kumo-p5-dev's compute fleet gives its 4 nodes back, and scaling the stopped queue to 2
+sets a count that comes back only when the fleet starts: the org holds 32, and every view says so."""
+
+from __future__ import annotations
+
+from sandbox.world import Sandbox
+from tests.scenarios import test_cluster_changes as changes
+from tests.scenarios.conftest import ask, body
+from tests.scenarios.test_cluster_changes import ALICE, DEV, GPU_QUEUE, KUMO, confirm_and_wait
+from tests.scenarios.test_home import open_home, text_of
+from tests.scenarios.test_launch_plans import HYPERPOD_PARAMS
+
+# The change scenarios' fixtures (`world` with fast progress, and moto reseeded after): this test scales too.
+globals().update(reseed=changes.reseed, world=changes.world)
+
+
+async def test_a_stopped_fleet_scaled_to_2_is_held_the_same_in_the_plan_the_home_and_the_doc(world: Sandbox) -> None:
+    refused = await ask(world, user=ALICE, channel=KUMO, text=f"scale {DEV} {GPU_QUEUE} 2")
+    assert "Stop compute fleet" in str(refused.blocks)
+    stopped = await confirm_and_wait(world, refused, f"Stopping the compute fleet of kumo-labs/{DEV}")
+    assert "Done:" in stopped.text
+    planned = await ask(world, user=ALICE, channel=KUMO, text=f"scale {DEV} {GPU_QUEUE} 2")
+    done = await confirm_and_wait(world, planned, f"Scaling kumo-labs/{DEV}")
+    assert "Done:" in done.text and "compute fleet is stopped" in done.text
+
+    launch = await ask(
+        world, user=ALICE, channel=KUMO, text=f"launch hyperpod-p5 kumo-new --dry-run --count 4 {HYPERPOD_PARAMS}"
+    )
+    assert "p5.48xlarge: held 32 + 4 → 36 of 40 allowed" in body(launch), body(launch)
+
+    services = world.pitcrew.services
+    await services.monitor.sweep()  # the usage ledger: what the Home, the doc and the digest read
+    await services.drain()
+    home = text_of(await open_home(world, ALICE))
+    assert "p5.48xlarge 32/40" in home, home
+    doc = body(await ask(world, user=ALICE, channel=KUMO, text="doc kumo-labs", command="/track"))
+    assert "*p5.48xlarge*: 32 held now of 40 allowed" in doc, doc
