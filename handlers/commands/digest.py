@@ -10,7 +10,7 @@ from bot.access import Action
 from bot.digest import render
 from bot.digest.parse import DIGEST, DigestPreview, DigestSend
 from bot.digest.render import org_chart, program_chart
-from bot.digest.weeks import parse_week
+from bot.digest.weeks import parse_week, week_of
 from bot.services import Services
 from bot.slack import blocks
 from bot.subcommands import UsageError
@@ -43,6 +43,11 @@ async def _preview(call: Call, parsed: DigestPreview) -> Answer:
             week = parse_week(parsed.week, services.tz)
         except ValueError as error:  # the parser checked the format; this is the calendar's say
             return invalid(UsageError(str(error), call.spec.usage))
+        now = services.digest.clock()
+        if week.start > now:  # nothing has happened in it yet: a digest of it would be all zeros
+            running = week_of(now, services.tz).label
+            reason = f"`{week.label}` has not begun yet: preview the running week ({running}) or an earlier one."
+            return invalid(UsageError(reason, call.spec.usage))
     access = services.access
     org_id = parsed.org
     if org_id is None and not (access.is_admin(user_id) and services.program.org_by_channel(channel_id) is None):

@@ -283,3 +283,13 @@ async def test_the_week_posted_is_the_one_whose_digest_fell_due(sandbox: Sandbox
     digest.schedule = "fri 17:00"
     assert digest.due_week(datetime(2026, 11, 27, 17, 0, tzinfo=TOKYO)).label == "2026-W47"
     assert digest.due_week(datetime(2026, 11, 30, 10, 0, tzinfo=TOKYO)).label == "2026-W47", "Monday after: W47"
+
+
+async def test_a_preview_of_a_week_to_come_is_refused_with_the_usage_line(sandbox: Sandbox) -> None:
+    set_clock(sandbox, DUE + timedelta(days=1))  # Tuesday of 2026-W48
+    for week in ("2026-W49", "2027-W10"):
+        future = body(await digest_command(sandbox, f"preview kumo-labs --week {week}"))
+        assert f"`{week}` has not begun yet" in future and "2026-W48" in future, future
+        assert "Usage: /digest preview" in future and "Weekly digest" not in future
+    running = body(await digest_command(sandbox, "preview kumo-labs --week 2026-W48"))
+    assert "has not begun" not in running and "2026-W48" in running, "the running week: what it holds so far"
