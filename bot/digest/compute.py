@@ -23,6 +23,7 @@ from bot.digest.facts import (
     OrgSection,
     ProgramDigest,
     ProgramTotals,
+    QuotaBar,
     Record,
     RecordKind,
     Stall,
@@ -168,6 +169,19 @@ def usage_lines(hours: Mapping[str, float], *, quota: Mapping[str, int], window_
         if instance_type not in limits and used[instance_type] > 0:
             lines.append(UsageLine(instance_type, used[instance_type], None, None, None))
     return tuple(lines)
+
+
+def quota_bar(usage: Sequence[UsageLine]) -> QuotaBar:
+    """An org's hours against its quota-hours, types under quota only (a quota of 0 has no hours to set against)."""
+    limited = [u for u in usage if u.quota is not None and u.quota_hours]
+    if not limited:
+        return QuotaBar(tuple(u.instance_type for u in usage), sum(u.instance_hours for u in usage), 0, None)
+    return QuotaBar(
+        tuple(u.instance_type for u in limited),
+        sum(u.instance_hours for u in limited),
+        sum(u.quota or 0 for u in limited),
+        sum(u.quota_hours or 0.0 for u in limited),
+    )
 
 
 def quota_levels(held: Mapping[str, int], quota: Mapping[str, int]) -> dict[str, int]:

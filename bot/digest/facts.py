@@ -210,6 +210,17 @@ class UsageLine:
 
 
 @dataclass(frozen=True)
+class QuotaBar:
+    """What a usage chart sets against quota: the types under quota only, on both sides (head, controller and
+    login nodes have no quota-hours, and their hours against P5 quota-hours showed orgs at 96 % as over)."""
+
+    types: tuple[str, ...]  # the types counted; every type used where the org has no quota
+    instance_hours: float
+    quota: int  # instances at once, summed over `types`
+    quota_hours: float | None  # None: nothing to set the hours against
+
+
+@dataclass(frozen=True)
 class ClusterAtEnd:
     """A cluster's instances by type at the end of the window (clusters holding nothing are left out)."""
 

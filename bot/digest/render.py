@@ -16,6 +16,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from bot.clusters.model import Backend
+from bot.digest.compute import quota_bar
 from bot.digest.facts import (
     ClusterNow,
     FailureSummary,
@@ -811,22 +812,25 @@ def digest_already_sent(*, week: str, at: datetime, by: str | None, tz: ZoneInfo
 
 
 def org_chart(section: OrgSection, week: Week) -> bytes:
-    types = sorted({t for _, hours in section.daily_hours for t in hours})
-    quota = sum(line.quota or 0 for line in section.usage)
+    bar = quota_bar(section.usage)  # the types under quota stacked against it; all of them without one
+    used = {t for _, hours in section.daily_hours for t in hours}
+    types = sorted(used if bar.quota_hours is None else used & set(bar.types))
+    what = "instance-hours per day" if bar.quota_hours is None else "instance-hours per day of types under quota"
     return charts.daily_usage_chart(
-        title=f"{section.name}: instance-hours per day, {week.label}",
+        title=f"{section.name}: {what}, {week.label}",
         days=[day for day, _ in section.daily_hours],
         hours_by_type={t: [hours.get(t, 0.0) for _, hours in section.daily_hours] for t in types},
-        quota_hours_per_day=quota * 24.0 if quota else None,
+        quota_hours_per_day=bar.quota * 24.0 if bar.quota_hours is not None else None,
     )
 
 
 def program_chart(digest: ProgramDigest) -> bytes:
+    bars = [quota_bar(section.usage) for section in digest.orgs]
     return charts.org_usage_chart(
-        title=f"{digest.program_name}: instance-hours by org, {digest.week.label}",
+        title=f"{digest.program_name}: instance-hours of types under quota, by org, {digest.week.label}",
         orgs=[section.name for section in digest.orgs],
-        used=[sum(line.instance_hours for line in section.usage) for section in digest.orgs],
-        available=[sum(line.quota_hours or 0.0 for line in section.usage) or None for section in digest.orgs],
+        used=[bar.instance_hours for bar in bars],
+        available=[bar.quota_hours for bar in bars],
     )
 
 

@@ -15,6 +15,7 @@ from bot.digest.compute import (
     holdings_at,
     instance_hours,
     org_section,
+    quota_bar,
     quota_levels,
     summarize_failures,
     tracking_doc,
@@ -193,6 +194,22 @@ def test_usage_lines() -> None:
         UsageLine("m5.xlarge", 168.0, None, None, None),
     )
     assert usage_lines({}, quota={}, window_hours=168) == ()
+
+
+def test_the_quota_bar_sets_only_types_under_quota_against_their_quota_hours() -> None:
+    """Issue 21: head and controller node hours set against P5-only quota-hours drew an org at 97 % over."""
+    usage = (
+        UsageLine("p5.48xlarge", 0.97 * 1344, 8, 1344.0, 0.97),
+        UsageLine("trn1.32xlarge", 0.0, 0, 0.0, None),  # a quota of 0: no hours to set against
+        UsageLine("m5.12xlarge", 168.0, None, None, None),  # the controller
+        UsageLine("m5.xlarge", 336.0, None, None, None),  # head and login nodes
+    )
+    bar = quota_bar(usage)
+    assert bar.types == ("p5.48xlarge",) and bar.quota == 8
+    assert bar.instance_hours == pytest.approx(0.97 * 1344) and bar.quota_hours == 1344.0
+    assert bar.instance_hours <= bar.quota_hours, "not over quota"
+    unlimited = quota_bar((UsageLine("m5.xlarge", 10.0, None, None, None),))
+    assert (unlimited.types, unlimited.instance_hours, unlimited.quota_hours) == (("m5.xlarge",), 10.0, None)
 
 
 def test_quota_levels() -> None:

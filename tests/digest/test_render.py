@@ -669,3 +669,25 @@ def test_idle_accelerator_hours_are_in_the_org_section_its_overview_and_the_summ
     assert "Idle" not in shown(plain) and "idle instance-hours" not in shown(
         render.digest_summary(digest([busy_section()]))[0]
     )
+
+
+def test_the_charts_set_only_types_under_quota_against_the_quota(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 21: head and controller node hours against P5-only quota-hours drew orgs at 96-100 % as over."""
+    drawn: dict[str, dict[str, Any]] = {}
+    monkeypatch.setattr(render.charts, "org_usage_chart", lambda **kwargs: drawn.setdefault("program", kwargs) and b"")
+    monkeypatch.setattr(render.charts, "daily_usage_chart", lambda **kwargs: drawn.setdefault("org", kwargs) and b"")
+    near = busy_section(
+        usage=(
+            UsageLine("p5.48xlarge", 0.97 * 2688.0, quota=16, quota_hours=2688.0, share=0.97),
+            UsageLine("m5.12xlarge", 168.0, quota=None, quota_hours=None, share=None),  # the controller
+            UsageLine("m5.xlarge", 336.0, quota=None, quota_hours=None, share=None),  # head and login
+        ),
+        daily_hours=tuple((day, {"p5.48xlarge": 372.5, "m5.12xlarge": 24.0, "m5.xlarge": 48.0}) for day in WEEK.days),
+    )
+    unlimited = quiet_section()
+    render.program_chart(digest([near, unlimited]))
+    (used, _), (available, none) = drawn["program"]["used"], drawn["program"]["available"]
+    assert used == pytest.approx(0.97 * 2688.0) and available == 2688.0 and used <= available, "not over quota"
+    assert none is None, "an org with no quota has nothing to be over"
+    render.org_chart(near, WEEK)
+    assert set(drawn["org"]["hours_by_type"]) == {"p5.48xlarge"} and drawn["org"]["quota_hours_per_day"] == 16 * 24.0
