@@ -245,38 +245,62 @@ class Template(_Strict):
 
         `given` comes from `--param KEY=VALUE` (dashes in KEY read as underscores); `count` from `--count`.
         """
+        values, problems = self._resolve(given, count=count)
+        if problems:
+            raise problems[0]
+        return values
+
+    def problems(self, given: Mapping[str, str], *, count: int | None = None) -> list[ParameterError]:
+        """Every problem `resolve` would find, in the order it would find them (the first is the one it raises),
+        so that the launch form can show each under its field at once."""
+        return self._resolve(given, count=count)[1]
+
+    def _resolve(self, given: Mapping[str, str], *, count: int | None) -> tuple[dict[str, Any], list[ParameterError]]:
+        problems: list[ParameterError] = []
         supplied: dict[str, str] = {}
         for raw_name, value in given.items():
             name = raw_name.strip().replace("-", "_")
             if name not in self.parameters:
                 known = ", ".join(self.parameters)
-                raise ParameterError(f"{self.id} has no parameter {_show(raw_name)}; its parameters are {known}.")
-            if name in supplied:
-                raise ParameterError(f"{name} is given twice; give it once.", field=name)
-            supplied[name] = value
+                problems.append(
+                    ParameterError(f"{self.id} has no parameter {_show(raw_name)}; its parameters are {known}.")
+                )
+            elif name in supplied:
+                problems.append(ParameterError(f"{name} is given twice; give it once.", field=name))
+            else:
+                supplied[name] = value
         if count is not None and COUNT in supplied:
-            raise ParameterError(f"{COUNT} is given twice (--count and --param {COUNT}); give it once.", field=COUNT)
+            problems.append(
+                ParameterError(f"{COUNT} is given twice (--count and --param {COUNT}); give it once.", field=COUNT)
+            )
         values: dict[str, Any] = {}
         for name, spec in self.parameters.items():
-            if name == COUNT and count is not None:
-                if isinstance(count, bool) or not isinstance(count, int):
-                    raise ParameterError(f"{COUNT} must be {spec.hint()}; got {count!r}.")
-                values[name] = spec.check_int(name, count)
-            elif name in supplied:
-                values[name] = spec.convert(name, supplied[name])
-            elif spec.default is not None:
-                values[name] = spec.default
-            elif spec.required:
-                raise ParameterError(
-                    f"{name} is required: {spec.description.rstrip('.')}. Give {spec.hint()} with "
-                    f"`--param {name}=VALUE`, or set it once for the org in the program file "
-                    f"(orgs[].launch.{name}).",
-                    field=name,
-                )
-            else:
-                values[name] = None
-        self._check_combinations(values)
-        return values
+            try:
+                if name == COUNT and count is not None:
+                    if isinstance(count, bool) or not isinstance(count, int):
+                        raise ParameterError(f"{COUNT} must be {spec.hint()}; got {count!r}.")
+                    values[name] = spec.check_int(name, count)
+                elif name in supplied:
+                    values[name] = spec.convert(name, supplied[name])
+                elif spec.default is not None:
+                    values[name] = spec.default
+                elif spec.required:
+                    raise ParameterError(
+                        f"{name} is required: {spec.description.rstrip('.')}. Give {spec.hint()} with "
+                        f"`--param {name}=VALUE`, or set it once for the org in the program file "
+                        f"(orgs[].launch.{name}).",
+                        field=name,
+                    )
+                else:
+                    values[name] = None
+            except ParameterError as problem:
+                problems.append(problem)
+        if not problems:  # combinations are judged on values that are each fine
+            try:
+                self._check_combinations(values)
+            except ParameterError as problem:
+                problems.append(problem)
+        return values, problems
 
     def _check_combinations(self, values: Mapping[str, Any]) -> None:
         for first, second in _TOGETHER[self.backend]:
@@ -752,6 +776,30 @@ def validate_cluster_name(name: str, backend: str) -> str | None:
             )
         return None
     raise ValueError(f"unknown backend {backend!r}")
+
+
+def launch_problems(
+    template: Template,
+    *,
+    name: str,
+    given: Mapping[str, str],
+    defaults: Mapping[str, str | int],
+    count: int | None,
+) -> dict[str | None, str]:
+    """Every field of a launch that cannot be used, at once (the launch form shows each under its own field):
+    field ("name", COUNT, a parameter's name; None for none of them) -> why. The same rules as planning
+    (`validate_cluster_name`, `with_defaults`, `resolve`); what needs AWS (a name in use, quota) is not here."""
+    problems: dict[str | None, str] = {}
+    if problem := validate_cluster_name(name, template.backend):
+        problems["name"] = problem
+    try:
+        merged = template.with_defaults(given, defaults, count=count)
+    except ParameterError as error:
+        problems.setdefault(error.field, error.message)
+        return problems
+    for found in template.problems(merged, count=count):
+        problems.setdefault(found.field, found.message)
+    return problems
 
 
 def estimated_cost(prices: PriceTable, instances: Mapping[str, int]) -> tuple[float, float] | None:

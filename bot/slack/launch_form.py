@@ -37,6 +37,18 @@ def field_block(field: str | None) -> str:
     return param_block(str(field))
 
 
+def form_errors(problems: Mapping[str | None, str], template: Template) -> dict[str, str]:
+    """Each problem under its field's block (bot.clusters.templates.launch_problems), all at once; one that is
+    about no field of this template's form goes under the template."""
+    errors: dict[str, list[str]] = {}
+    for field, message in problems.items():
+        block = field_block(field)
+        if block.startswith(PARAM_PREFIX) and block.removeprefix(PARAM_PREFIX) not in template.parameters:
+            block = TEMPLATE_BLOCK
+        errors.setdefault(block, []).append(message)
+    return {block: " ".join(messages) for block, messages in errors.items()}
+
+
 @dataclass(frozen=True)
 class FormMeta:
     """What the modal carries from its opening to its submission (private_metadata)."""

@@ -19,7 +19,7 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 
 from bot.access import Action
 from bot.clusters.changes import LaunchPlanned, NotPlanned
-from bot.clusters.templates import COUNT
+from bot.clusters.templates import COUNT, launch_problems
 from bot.names import unknown_org
 from bot.services import Services
 from bot.slack import blocks
@@ -31,7 +31,7 @@ from bot.slack.launch_form import (
     VALUE,
     FormMeta,
     default_template,
-    field_block,
+    form_errors,
     launch_form,
     refusal_view,
 )
@@ -140,13 +140,16 @@ async def launch_submission_callback(
         form = launch_form(services.templates, org=org, template=chosen, meta=new_meta, typed=kept, note=note)
         await ack(response_action="update", view=form)
         return
-    if not _COUNT.fullmatch(typed[COUNT]):
-        message = f"Give the number of nodes as a whole number; got {typed[COUNT][:20]!r}."
-        await ack(response_action="errors", errors={COUNT_BLOCK: message})
-        _audit(services, user_id, meta.channel_id, org.id, Outcome.INVALID, message)
-        return
-    count = int(typed[COUNT])
+    count = int(typed[COUNT]) if _COUNT.fullmatch(typed[COUNT]) else None
     params = {k: v for k, v in typed.items() if k not in (NAME_BLOCK, COUNT) and k in chosen.parameters and v}
+    # Every field that is wrong, at once: one submit per mistake is a slow way to fill in a form.
+    problems = launch_problems(chosen, name=typed[NAME_BLOCK], given=params, defaults=org.launch, count=count)
+    if count is None:
+        problems[COUNT] = f"Give the number of nodes as a whole number; got {typed[COUNT][:20]!r}."
+    if problems:
+        await ack(response_action="errors", errors=form_errors(problems, chosen))
+        _audit(services, user_id, meta.channel_id, org.id, Outcome.INVALID, " ".join(problems.values()))
+        return
     target = _plan_channel(services, meta, org.channel)
     command = f"launch {chosen.id} {typed[NAME_BLOCK][:63]} --count {count}" + "".join(
         f" --param {k}={v}" for k, v in params.items()
@@ -168,10 +171,7 @@ async def launch_submission_callback(
     if done and isinstance(planning.exception(), NotPlanned):
         refused = planning.exception()
         assert isinstance(refused, NotPlanned)
-        block = field_block(refused.field)
-        if block.startswith(PARAM_PREFIX) and block.removeprefix(PARAM_PREFIX) not in chosen.parameters:
-            block = TEMPLATE_BLOCK
-        await ack(response_action="errors", errors={block: refused.message})
+        await ack(response_action="errors", errors=form_errors({refused.field: refused.message}, chosen))
         _audit(services, user_id, meta.channel_id, org.id, refused.outcome, refused.detail, text=command)
         return
     await ack()  # closes the form; the plan (or why not) is posted

@@ -27,6 +27,7 @@ from bot.clusters.templates import (
     TemplateSet,
     check_launch_defaults,
     estimated_cost,
+    launch_problems,
     load_templates,
     render_hyperpod_request,
     render_pcluster_config,
@@ -536,6 +537,26 @@ def test_resolve_raises_nothing_but_parameter_error(params: dict[str, str], coun
             continue
         assert set(resolved) == set(t.parameters)
         assert isinstance(resolved["count"], int) and 1 <= resolved["count"] <= 64
+
+
+def test_launch_problems_names_every_bad_field_at_once_and_resolve_still_raises_the_first(
+    shipped: TemplateSet,
+) -> None:
+    pcluster = template(shipped, "pcluster-p5-efa")
+    given = {"subnet_id": "subnet-zz", "security_group_id": "sg-?", "fsx_file_system_id": "nope"}
+    problems = launch_problems(pcluster, name="1-bad", given=given, defaults={}, count=999)
+    assert set(problems) == {"name", "count", "subnet_id", "security_group_id", "fsx_file_system_id"}, problems
+    assert problems["name"] == validate_cluster_name("1-bad", "pcluster")
+    with pytest.raises(ParameterError) as caught:
+        pcluster.resolve(given, count=999)
+    assert caught.value.message == pcluster.problems(given, count=999)[0].message
+    # The org's launch defaults fill what is not given; a good launch has no problems.
+    hyperpod = template(shipped, "hyperpod-p5")
+    assert launch_problems(hyperpod, name="kumo-ok", given={}, defaults=HYPERPOD_REQUIRED, count=2) == {}
+    assert set(launch_problems(hyperpod, name="kumo-ok", given={}, defaults={}, count=2)) == {
+        "execution_role_arn",
+        "lifecycle_s3_uri",
+    }
 
 
 # ---------------------------------------------------------------- HyperPod request

@@ -138,6 +138,25 @@ async def test_the_form_shows_a_bad_field_under_it_then_plans_once(sandbox: Sand
     assert steps == [("launch_form", "invalid")] * 2 + [("launch_form", "refused")] * 2 + [("launch_form", "allowed")]
 
 
+async def test_the_form_shows_every_bad_field_at_once(sandbox: Sandbox, seeded_aws: SeededAws) -> None:
+    await ask(sandbox, user=ALICE, channel=KUMO, text="launch")
+    view = await sandbox.slack.wait_for_view(user_id=ALICE, callback_id="launch_form")
+    before = seeded_aws.state()
+    bad = {
+        "name": {"value": "-not a name-"},
+        "count": {"value": "lots"},
+        "param_subnet_id": {"value": "subnet-zz"},
+        "param_security_group_id": {"value": "sg-?"},
+    }
+    await sandbox.slack.submit_view(user_id=ALICE, view_id=view["id"], values=bad)
+    errors = sandbox.slack.open_views[view["id"]]["errors"]
+    assert set(errors) == {"name", "count", "param_subnet_id", "param_security_group_id"}, errors
+    assert "HyperPod cluster names are" in errors["name"] and "whole number" in errors["count"]
+    assert "subnet_id must look like subnet-" in errors["param_subnet_id"]
+    assert "security_group_id must" in errors["param_security_group_id"]
+    assert await operations(sandbox, "-not a name-") == [] and seeded_aws.state() == before
+
+
 async def test_choosing_another_template_shows_its_parameters(sandbox: Sandbox) -> None:
     await ask(sandbox, user=ALICE, channel=KUMO, text="launch")
     view = await sandbox.slack.wait_for_view(user_id=ALICE, callback_id="launch_form")
