@@ -73,6 +73,8 @@ class OrgHome:
     ending: tuple[Reservation, ...] = ()  # reserved capacity ending within ENDING_WITHIN, soonest first
     capacity_error: str | None = None  # reservations could not be read
     idle: tuple[IdleLine, ...] = ()
+    doctor_failed_at: datetime | None = None  # the last `pitcrew doctor` run found problems (admins see them)
+    doctor_problems: tuple[str, ...] = ()  # its failing lines, "CHECK: what is wrong and the fix"
 
     @property
     def open_alerts(self) -> int:
@@ -83,7 +85,8 @@ class OrgHome:
         """How much in this org asks for a look (the admin view lists those orgs first)."""
         unhealthy = sum(1 for c in self.clusters if c.healthy < c.total)
         unread = 1 if self.capacity_error is not None else 0  # said in its section, so not among the quiet
-        return self.open_alerts + self.incidents + len(self.ending) + len(self.idle) + unhealthy + unread
+        setup = 1 if self.doctor_failed_at is not None else 0
+        return self.open_alerts + self.incidents + len(self.ending) + len(self.idle) + unhealthy + unread + setup
 
 
 @dataclass(frozen=True)

@@ -95,7 +95,19 @@ def _org_lines(org: OrgHome, facts: HomeFacts, tz: ZoneInfo, *, clusters: int) -
         lines.append(f"… and {_plural(len(org.clusters) - len(shown), 'more cluster')}: `/cluster list {org.org_id}`")
     if quota := _quota(org):
         lines.append(quota)
-    return lines + _reserved(org, tz) + _idle(org, facts.now)
+    return lines + _reserved(org, tz) + _idle(org, facts.now) + _doctor(org, facts, tz)
+
+
+def _doctor(org: OrgHome, facts: HomeFacts, tz: ZoneInfo) -> list[str]:
+    """Admins: the org's setup was wrong at its last doctor run (its first problem, and how many)."""
+    if facts.viewer is not Viewer.ADMIN or org.doctor_failed_at is None:
+        return []
+    first = org.doctor_problems[0] if org.doctor_problems else "a check failed"
+    more = f" (+{len(org.doctor_problems) - 1} more)" if len(org.doctor_problems) > 1 else ""
+    return [
+        f":stethoscope: Setup problem at the last doctor run ({when(org.doctor_failed_at, tz)}): "
+        f"{escape(first[:300])}{more} · `/cluster doctor {org.org_id}`"
+    ]
 
 
 def _digest(facts: HomeFacts, org: OrgHome | None = None) -> str:

@@ -230,6 +230,7 @@ class HomeTab:
             incidents = Counter(r.org_id for r in await tracking.open_incidents(session, org_ids=ids, at=now))
             # What each org holds now: the newest state of each of its clusters' types (an empty window after
             # them), one query for every org.
+            doctor = {r.org_id: r for r in await crud.doctor_results(session, org_ids=ids) if not r.ok}
             quota_ids = [org.id for org in wanted if org.quota]
             states = await tracking.state_changes(session, org_ids=quota_ids, since=now, until=now) if quota_ids else []
             for state in states:
@@ -249,6 +250,8 @@ class HomeTab:
                 ending=reserved.get(org.id, ((), None))[0],
                 capacity_error=reserved.get(org.id, ((), None))[1],
                 idle=tuple(sorted(idle[org.id], key=lambda i: i.cluster_name)),
+                doctor_failed_at=doctor[org.id].ran_at if org.id in doctor else None,
+                doctor_problems=tuple(doctor[org.id].problems.splitlines()) if org.id in doctor else (),
             )
             for org in wanted
         }
