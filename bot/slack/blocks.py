@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 from bot import audit_view, mrkdwn
 from bot.clusters import console
 from bot.clusters.fleet import OrgClusters
+from bot.clusters.held import held_instances
 from bot.clusters.model import Backend, Cluster, Health, Node, Phase
 from bot.clusters.plans import LaunchPlan, ScalePlan
 from bot.clusters.requests import (
@@ -166,6 +167,10 @@ def cluster_list(
     unhealthy = sum(len(c.unhealthy) for result in results for c in result.clusters)
     scope = org_names[results[0].org] if len(results) == 1 else f"{len(results)} orgs"
     summary = f"{total} clusters, {nodes} nodes, {unhealthy} unhealthy"
+    # The totals per type, counted as quota counts them: what a program admin used to add up by hand.
+    held = held_instances(c for result in results for c in result.clusters)
+    totals = ", ".join(f"{n:,} x {t}" for t, n in sorted(held.items(), key=lambda item: (-item[1], item[0])) if n)
+    summary += f" · held: {totals}" if totals else " · nothing held"
     blocks: list[Block] = [
         header(f"Clusters · {scope}"),
         context(f"{summary} · as of {when(min(r.as_of for r in results), tz)}"),

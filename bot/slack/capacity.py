@@ -39,7 +39,9 @@ def _uses(clusters: Sequence[tuple[str, str, int]], *, org_id: str) -> str:
 def reservation_line(reservation: Reservation, *, tz: ZoneInfo, now: datetime) -> str:
     available = "" if reservation.available is None else f", {reservation.available} available"
     zone = f" · {escape(reservation.zone)}" if reservation.zone else ""
-    start = f"from {when(reservation.start, tz)} " if reservation.start and reservation.start > now else ""
+    start = ""
+    if reservation.start is not None:  # said whether to come or past: when a block began is asked too
+        start = f"{'from' if reservation.start > now else 'started'} {when(reservation.start, tz)} · "
     ends = f"ends {when(reservation.end, tz)} ({_left(reservation.end, now)})" if reservation.end else "no end date"
     return (
         f"*{escape(reservation.name)}* · {reservation.label} · `{escape(reservation.status)}`\n"

@@ -90,3 +90,13 @@ def test_aws_and_cluster_names_are_escaped() -> None:
     reply = capacity_list([OrgReservations("kumo-labs", (r,))], org_names={"kumo-labs": "K"}, tz=TOKYO, now=NOW)
     shown = str(reply.blocks)
     assert "a&lt;b&gt;&amp;c" in shown and "a<b>" not in shown and "<@U1>" not in shown
+
+
+def test_the_listing_says_when_a_reservation_started_or_starts() -> None:
+    """Issue 21: `/cluster capacity` showed no start time for a reservation already under way."""
+    begun = reservation("kumo-labs", 1, [])  # started a day before NOW
+    coming = Reservation(**{**begun.__dict__, "id": "cr-later", "name": "later", "start": NOW + timedelta(days=2)})
+    reply = capacity_list([OrgReservations("kumo-labs", (begun, coming))], org_names={}, tz=TOKYO, now=NOW)
+    shown = str(reply.blocks)
+    assert "started 2026-12-01 12:00 JST · ends 2026-12-02 13:00 JST" in shown
+    assert "from 2026-12-04 12:00 JST · ends" in shown

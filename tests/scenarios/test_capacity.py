@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -59,6 +60,7 @@ async def test_an_admin_lists_every_orgs_reserved_capacity_with_the_clusters_usi
     assert f"*{block.id}* · EC2 Capacity Block for ML · `active`" in text
     assert "`kumo-labs/kumo-p5-dev` compute-gpu: 4 nodes" in text
     assert f"ends {shown(block.end)}" in text  # in the program's time zone
+    assert re.search(r"started \d{4}-\d\d-\d\d \d\d:\d\d JST · ends", text), "when it began, too"
     # HyperPod: the training plan, through the worker group's TrainingPlanArn
     assert "*hoshi-vision-p5-plan* · SageMaker training plan · `Active`" in text
     assert "16 x ml.p5.48xlarge, 1 available" in text

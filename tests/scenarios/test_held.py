@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from sandbox.world import Sandbox
 from tests.scenarios import test_cluster_changes as changes
-from tests.scenarios.conftest import ask, body
+from tests.scenarios.conftest import ADMIN, COORDINATION, ask, body
 from tests.scenarios.test_cluster_changes import ALICE, DEV, GPU_QUEUE, KUMO, confirm_and_wait
 from tests.scenarios.test_home import open_home, text_of
 from tests.scenarios.test_launch_plans import HYPERPOD_PARAMS
@@ -39,3 +39,7 @@ async def test_a_stopped_fleet_scaled_to_2_is_held_the_same_in_the_plan_the_home
     assert "p5.48xlarge 32/40" in home, home
     doc = body(await ask(world, user=ALICE, channel=KUMO, text="doc kumo-labs", command="/track"))
     assert "*p5.48xlarge*: 32 held now of 40 allowed" in doc, doc
+    usage = body(await ask(world, user=ADMIN, channel=COORDINATION, text="show all", command="/track"))
+    assert "p5.48xlarge: 32/40 held now" in usage, usage
+    listed = body(await ask(world, user=ALICE, channel=KUMO, text="list"))
+    assert "held: 32 x p5.48xlarge, 1 x m5.12xlarge, 1 x m5.8xlarge" in listed, listed
