@@ -114,5 +114,12 @@ def _nodes_back(kind: Kind, request: NodeRequest, cluster: Cluster, watch: Watch
     # Replaced: the old instances are gone and as many new ones run in their groups. Other nodes of the group
     # are not waited for: one that was failing before has nothing to do with this replacement.
     gone = not any(node_id in nodes for node_id in acted_on)
-    running = sum(1 for node in fresh if node.health is Health.HEALTHY)
-    return Verdict(State.DONE if gone and running >= len(acted_on) else State.GOING)
+    successors = [node.node_id for node in fresh if node.health is Health.HEALTHY]
+    if not gone or len(successors) < len(acted_on):
+        return Verdict(State.GOING)
+    # Named when done: a poll may never have caught the successor joining, and people look for the new id.
+    return Verdict(State.DONE, f"{_ids(acted_on)} replaced by {_ids(successors)}")
+
+
+def _ids(node_ids: list[str]) -> str:
+    return ", ".join(f"`{node_id}`" for node_id in node_ids)

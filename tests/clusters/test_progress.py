@@ -79,6 +79,9 @@ def test_replace_is_done_when_the_old_node_is_gone_and_the_group_is_whole_again(
     joining = hyperpod("InService", [node("i-00000002"), node("i-00000003", "Pending")], current=2)
     whole = hyperpod("InService", [node("i-00000002"), node("i-00000003")])
     assert states(Kind.REPLACE, request, shutting, joining, whole) == [State.GOING, State.GOING, State.DONE]
+    # Done names the successor: the poll that saw it joining may never have come.
+    verdict = judge(Kind.REPLACE, typed(Kind.REPLACE, request), whole, Watch())
+    assert verdict.reason == "`i-00000001` replaced by `i-00000003`"
 
 
 def test_replace_fails_when_the_new_node_fails() -> None:

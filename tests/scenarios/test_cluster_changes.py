@@ -206,6 +206,16 @@ async def test_replace_reports_a_partial_failure_and_follows_the_new_node(
     assert steps[-1] == ("replace", "done")
 
 
+async def test_replace_progress_names_the_successor(world: Sandbox, seeded_aws: SeededAws) -> None:
+    """The README promises "the old node leaving and its successor joining": the finished progress names both."""
+    before = set(worker_nodes(seeded_aws))
+    old = sorted(before)[0]
+    planned = await ask(world, user=ALICE, channel=KUMO, text=f"replace {TRAIN} {old}")
+    done = await confirm_and_wait(world, planned, f"Replacing nodes of kumo-labs/{TRAIN}")
+    (new,) = set(worker_nodes(seeded_aws)) - before
+    assert "Done:" in done.text and f"`{old}` replaced by `{new}`" in body(done), body(done)
+
+
 async def test_reboot_brings_the_same_nodes_back(world: Sandbox, seeded_aws: SeededAws) -> None:
     chosen = worker_nodes(seeded_aws)[:2]
     planned = await ask(world, user=ALICE, channel=KUMO, text=f"reboot {TRAIN} {' '.join(chosen)}")
