@@ -24,6 +24,7 @@ from starlette.routing import Route
 
 from sandbox.asgi_server import serve_asgi
 from sandbox.slack import ApiCall, LocalSlack
+from tests.sandbox.browser import CHROMIUM, browser_page
 
 SECRET = "test-signing-secret"
 TOKEN = "xoxb-test-token"
@@ -908,3 +909,27 @@ async def test_console_shows_and_drives_modals(slack: LocalSlack, receiver: Rece
     assert wrong_user.status_code == 400
     assert close.json() == {"status": 200, "body": ""}
     assert after["modals"] == []
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium to run the console page in")
+async def test_the_console_page_closes_a_modal_after_a_successful_submit(
+    slack: LocalSlack, receiver: Receiver, client: AsyncWebClient
+) -> None:
+    """In a browser: the page's own JavaScript. A submission the bot accepts (an empty 200) closes the view in
+    the workspace, and the page must stop drawing it, or every later button names a view that is not open."""
+    view_id = (await client.views_open(trigger_id=trigger_for(slack), view=MODAL))["view"]["id"]
+    async with browser_page(f"{slack.base_url}/?user={ALICE}&channel={OPS}") as page:
+        drawn = await page.wait_until("document.querySelector('#modal')?.dataset.view")
+        assert drawn == view_id
+        await page.evaluate(
+            "(() => { const f = document.querySelector('.field[data-block=\"name\"]'); f.value = 'demo-1';"
+            " document.getElementById('modal').requestSubmit(); })()"
+        )
+        said = await page.wait_until(
+            "document.getElementById('status').textContent.startsWith('Modal') && "
+            "document.getElementById('status').textContent"
+        )
+        assert "delivered" in said, said
+        assert receiver.payload()["view"]["state"]["values"]["name"]["name_input"]["value"] == "demo-1"
+        assert not slack.user_views(ALICE), "the workspace closed the view"
+        await page.wait_until("document.getElementById('modal-root').innerHTML === ''", timeout=5)
