@@ -42,6 +42,7 @@ from bot.digest.ledger import UsageLedger
 from bot.digest.parse import DIGEST
 from bot.digest.render import SlackDigest
 from bot.digest.weekly import WeeklyDigest
+from bot.home.render import home_view
 from bot.home.tab import HomeTab, SweepWatch
 from bot.inbound import Refused, read_slack_request
 from bot.ingest.api import ingest_routes
@@ -122,7 +123,7 @@ def build_services(
     presenter = SlackAlerts(regions={org.id: org.aws.region for org in program.orgs}, backends=seen)
     desk = AlertDesk(db=db, poster=poster, program=program, presenter=presenter, clusters=fleet)
     capacity = CapacityService(program=program, accounts=accounts, fleet=fleet)
-    home = HomeTab(db=db, program=program, access=access, poster=poster, capacity=capacity)
+    home = HomeTab(db=db, program=program, access=access, poster=poster, render=home_view, capacity=capacity)
     desk.on_change = home.changed  # alerts opening and closing refresh the Home of those who opened it
     holder = default_holder()
     digest_presenter = SlackDigest()

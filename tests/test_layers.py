@@ -93,20 +93,9 @@ def upward_imports() -> list[Import]:
     ]
 
 
-# Found by this test when it was written (25) and being fixed one commit at a time: each fix strikes its lines.
-NOT_YET = {
-    ("bot.home.tab", "bot.home.render"),
-}
-
-
 def test_every_import_points_down() -> None:
-    upward = [found for found in upward_imports() if (found.importer, found.imported) not in NOT_YET]
+    upward = upward_imports()
     assert not upward, f"{len(upward)} imports from a lower layer up:\n" + "\n".join(map(str, upward))
-
-
-def test_what_is_not_yet_fixed_is_still_there() -> None:
-    fixed = NOT_YET - {(found.importer, found.imported) for found in upward_imports()}
-    assert not fixed, f"fixed, strike them from NOT_YET: {sorted(fixed)}"
 
 
 def test_the_map_names_modules_that_exist() -> None:

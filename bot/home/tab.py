@@ -15,7 +15,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
 from bot.access import AccessPolicy
@@ -36,7 +36,6 @@ from bot.home.facts import (
     idle_line,
     quota_lines,
 )
-from bot.home.render import home_view
 from bot.publishing import Publisher
 from storage import crud, tracking
 from storage.db import Database
@@ -54,6 +53,12 @@ class ReservationSource(Protocol):
     async def reservations(self, org_id: str) -> list[Reservation]: ...
 
 
+class HomeView(Protocol):
+    """The Home view of one person's facts (bot.home.render.home_view)."""
+
+    def __call__(self, facts: HomeFacts, *, tz: ZoneInfo) -> dict[str, Any]: ...
+
+
 class HomeTab:
     def __init__(
         self,
@@ -62,6 +67,7 @@ class HomeTab:
         program: ProgramConfig,
         access: AccessPolicy,
         poster: Publisher,
+        render: HomeView,
         capacity: ReservationSource | None = None,
         clock: Callable[[], datetime] = utcnow,
         delay: float = DEBOUNCE_SECONDS,
@@ -73,6 +79,7 @@ class HomeTab:
         self._program = program
         self._access = access
         self._poster = poster
+        self._render = render
         self._capacity = capacity
         self._clock = clock
         self.delay = delay  # seconds; a test may set 0
@@ -156,7 +163,7 @@ class HomeTab:
         await self._publish(user_id, facts, await self._digest_links())
 
     async def _publish(self, user_id: str, orgs: dict[str, OrgHome], digests: Mapping[str, tuple[str, str]]) -> None:
-        view = home_view(self.facts_for(user_id, orgs, digests=digests), tz=self._tz)
+        view = self._render(self.facts_for(user_id, orgs, digests=digests), tz=self._tz)
         try:
             await self._poster.client.views_publish(user_id=user_id, view=view)
             self.published += 1

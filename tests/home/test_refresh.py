@@ -17,6 +17,7 @@ from bot.capacity.model import Reservation
 from bot.clusters.model import Backend, Cluster, Health, Node
 from bot.config import ProgramConfig, load_program
 from bot.digest.facts import RecordKind
+from bot.home.render import home_view
 from bot.home.tab import HomeTab, SweepWatch
 from bot.slack.blocks import Reply
 from bot.slack.poster import Poster
@@ -97,6 +98,7 @@ def home(db: Database, program: ProgramConfig, poster: Poster, timer: Timer, **k
         program=program,
         access=AccessPolicy(program=program),
         poster=poster,
+        render=home_view,
         clock=lambda: NOW,
         monotonic=timer.monotonic,
         sleep=timer.sleep,
