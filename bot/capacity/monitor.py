@@ -1,6 +1,7 @@
 """The leader's capacity check: each org's reservations read (bot.capacity.service), the ending notices that
 are due opened as "capacity" alerts on the alert desk (one episode per reservation and level: the unique key
-makes each posted once, however many replicas check at once), and the notices of reservations that have ended
+makes each posted once, however many replicas check at once), an open notice edited when the nodes it says the
+reservation takes change (a fleet stopped, a queue scaled), and the notices of reservations that have ended
 closed."""
 
 from __future__ import annotations
@@ -32,9 +33,10 @@ class CapacityReport:
     posted: int = 0
     closed: int = 0
     unreadable: tuple[str, ...] = ()
+    updated: int = 0  # open notices edited: the clusters or nodes the reservation takes changed
 
     def __bool__(self) -> bool:
-        return bool(self.posted or self.closed or self.unreadable)
+        return bool(self.posted or self.closed or self.unreadable or self.updated)
 
 
 class CapacityMonitor:
@@ -44,7 +46,7 @@ class CapacityMonitor:
         self.clock = clock
 
     async def check(self) -> CapacityReport:
-        posted = closed = 0
+        posted = closed = updated = 0
         unreadable: list[str] = []
         for org in self.desk.program.orgs:
             try:
@@ -53,11 +55,11 @@ class CapacityMonitor:
                 log.warning("capacity check of %s: %s", org.id, describe_error(error))
                 unreadable.append(org.id)
                 continue
-            o, c = await self._org(org.id, reservations)
-            posted, closed = posted + o, closed + c
-        return CapacityReport(posted=posted, closed=closed, unreadable=tuple(unreadable))
+            o, c, u = await self._org(org.id, reservations)
+            posted, closed, updated = posted + o, closed + c, updated + u
+        return CapacityReport(posted=posted, closed=closed, unreadable=tuple(unreadable), updated=updated)
 
-    async def _org(self, org_id: str, reservations: list[Reservation]) -> tuple[int, int]:
+    async def _org(self, org_id: str, reservations: list[Reservation]) -> tuple[int, int, int]:
         now = self.clock()
         async with self.desk.db.session() as session:
             rows = [r for r in await crud.open_episodes(session, org_id=org_id) if r.kind == capacity_kind.NAME]
@@ -89,7 +91,7 @@ class CapacityMonitor:
             await self.desk.announce([row], silence=None)
             posted += 1
         live = {r.key[:63]: r for r in reservations}
-        closed = 0
+        closed = updated = 0
         for row in rows:
             current = live.get(row.cluster_name)
             ends = row.failing_since
@@ -98,8 +100,13 @@ class CapacityMonitor:
             elif current.end is None or abs((current.end - ends).total_seconds()) > 1:
                 status = capacity_kind.EXTENDED  # its end moved: a notice of the new end follows when due
             else:
+                told = describe(current)
+                if told != row.message:  # who it takes nodes from changed (a fleet stopped, a scale): say so
+                    await self.desk.update(row, {"message": told, "updated_at": now})
+                    await self.desk.refresh(row)
+                    updated += 1
                 continue
             if await self.desk.close(row, {"closed_at": now, "updated_at": now, "status": status}):
                 await self.desk.refresh(row)
                 closed += 1
-        return posted, closed
+        return posted, closed, updated

@@ -7,7 +7,13 @@ sets a count that comes back only when the fleet starts: the org holds 32, and e
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+from bot.alerts.desk import AlertDesk
+from bot.capacity.monitor import CapacityMonitor
+from bot.slack.alerts import SlackAlerts
 from sandbox.world import Sandbox
+from tests.conftest import SeededAws
 from tests.scenarios import test_cluster_changes as changes
 from tests.scenarios.conftest import ADMIN, COORDINATION, ask, body
 from tests.scenarios.test_cluster_changes import ALICE, DEV, GPU_QUEUE, KUMO, confirm_and_wait
@@ -43,3 +49,28 @@ async def test_a_stopped_fleet_scaled_to_2_is_held_the_same_in_the_plan_the_home
     assert "p5.48xlarge: 32/40 held now" in usage, usage
     listed = body(await ask(world, user=ALICE, channel=KUMO, text="list"))
     assert "held: 32 x p5.48xlarge, 1 x m5.12xlarge, 1 x m5.8xlarge" in listed, listed
+
+
+async def test_the_capacity_notice_follows_a_fleet_stop_that_gives_its_nodes_back(
+    world: Sandbox, seeded_aws: SeededAws
+) -> None:
+    """Issue 21: the capacity notice still counted a stopped fleet's nodes as taken by the ending block."""
+    block = next(r for r in seeded_aws.report.reserved if r.source == "capacity_block")
+    at = block.end - timedelta(hours=23)
+    services = world.pitcrew.services
+    desk = AlertDesk(
+        db=services.db, poster=services.poster, program=services.program, presenter=SlackAlerts(), clock=lambda: at
+    )
+    assert services.capacity is not None
+    monitor = CapacityMonitor(desk=desk, capacity=services.capacity, clock=lambda: at)
+    assert (await monitor.check()).posted == 1
+    notice = await world.slack.wait_for(lambda m: block.id in m.text and m.channel == KUMO and m.thread_ts is None)
+    assert "`kumo-labs/kumo-p5-dev` · compute-gpu: 4 nodes" in body(notice)
+
+    refused = await ask(world, user=ALICE, channel=KUMO, text=f"scale {DEV} {GPU_QUEUE} 2")
+    await confirm_and_wait(world, refused, f"Stopping the compute fleet of kumo-labs/{DEV}")
+    services.capacity.forget("kumo-labs")  # read again now, not after the cache's minute
+    report = await monitor.check()
+    assert (report.posted, report.closed) == (0, 0), "the same notice, not another"
+    edited = await world.slack.wait_for(lambda m: m.ts == notice.ts and "4 nodes" not in body(m))
+    assert "no nodes of a known cluster" in body(edited) and "compute-gpu" not in body(edited)
