@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import replace
 
 from bot.clusters.model import Cluster, FleetPhase, Node, Phase
 from bot.config import normalize_instance_type
@@ -61,3 +62,12 @@ def held_instances(clusters: Iterable[Cluster]) -> Counter[str]:
         for instance_type, count in cluster_held(cluster).items():
             held[normalize_instance_type(instance_type)] += count
     return held
+
+
+def back_on_start(cluster: Cluster) -> Counter[str]:
+    """What starting a stopped compute fleet would add to what the cluster holds, by type as it names them: the
+    request a Start compute fleet checks against quota (nothing for a fleet that runs)."""
+    if cluster.fleet not in _FLEET_DOWN:
+        return Counter()
+    started = replace(cluster, extra={**cluster.extra, "compute_fleet": "RUNNING"})
+    return cluster_held(started) - cluster_held(cluster)

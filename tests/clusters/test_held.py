@@ -3,7 +3,7 @@ nothing for a stopped fleet, a cluster being deleted or a failed one."""
 
 from __future__ import annotations
 
-from bot.clusters.held import cluster_held, held_instances, holds
+from bot.clusters.held import back_on_start, cluster_held, held_instances, holds
 from bot.clusters.model import Backend, Cluster, Health, InstanceGroup, Node
 
 P5, ML_P5, HEAD = "p5.48xlarge", "ml.p5.48xlarge", "m5.xlarge"
@@ -88,3 +88,9 @@ def test_ml_and_ec2_names_of_one_group_meet_as_one_type() -> None:
         nodes=(node(0, "workers", ML_P5), node(1, "workers", ML_P5)),
     )
     assert cluster_held(mixed) == {ML_P5: 3}
+
+
+def test_starting_a_stopped_fleet_brings_its_counts_back_and_that_is_what_start_requests() -> None:
+    assert back_on_start(pcluster(nodes=0, target=2, fleet="STOPPED")) == {P5: 2}
+    assert back_on_start(pcluster(nodes=4, target=4)) == {}, "a running fleet asks for nothing"
+    assert back_on_start(hyperpod(nodes=4, target=4)) == {}
