@@ -32,15 +32,13 @@ class PermissionMissing(AccessProblem):
         self.org_id, self.action, self.access = org_id, action, access
 
     def __str__(self) -> str:
+        # The ParallelCluster API's own resource policy refuses as IAM does: both are named.
+        api = self.action == API_INVOKE
+        lacks = f"Pitcrew's role in {self.org_id} lacks {self.action}" + (" on its ParallelCluster API" if api else "")
         if self.access is Access.CHANGE:
-            return (
-                f"Pitcrew's role in {self.org_id} lacks {self.action}; deploy the operate tier "
-                f"(`pitcrew onboard {self.org_id} --tier operate`)"
-            )
-        return (
-            f"Pitcrew's role in {self.org_id} lacks {self.action}, which every tier grants; deploy its template again "
-            f"(`pitcrew onboard {self.org_id}`)"
-        )
+            return f"{lacks}; deploy the operate tier (`pitcrew onboard {self.org_id} --tier operate`)"
+        policy = " and check that the API's resource policy admits the role" if api else ""
+        return f"{lacks}, which every tier grants; deploy its template again (`pitcrew onboard {self.org_id}`){policy}"
 
 
 class RoleNotAssumable(AccessProblem):

@@ -107,7 +107,9 @@ async def test_one_orgs_failure_is_a_line_not_a_failed_command(sandbox_factory: 
     text = body(reply)
     kumo = text.split("(`kumo-labs`)")[1].split("(`sakura-ai`)")[0]
     assert "kumo-p5-train" in kumo  # HyperPod still read
-    assert ":warning: could not read: ParallelCluster: ParallelCluster API answered 403" in kumo
+    # The API in another account refuses kumo's role: said as what to do, never as AWS's error body.
+    assert ":warning: could not read: ParallelCluster: Pitcrew's role in kumo-labs lacks execute-api:Invoke" in kumo
+    assert "resource policy admits the role" in kumo
     assert "sakura-trn1-pretrain" in text and "kaze-trn1-train" in text
 
 
