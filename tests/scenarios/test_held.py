@@ -11,12 +11,14 @@ from datetime import timedelta
 
 from bot.alerts.desk import AlertDesk
 from bot.capacity.monitor import CapacityMonitor
+from bot.digest.weeks import week_of
 from bot.slack.alerts import SlackAlerts
 from sandbox.world import Sandbox
 from tests.conftest import SeededAws
 from tests.scenarios import test_cluster_changes as changes
 from tests.scenarios.conftest import ADMIN, COORDINATION, ask, body
 from tests.scenarios.test_cluster_changes import ALICE, DEV, GPU_QUEUE, KUMO, confirm_and_wait
+from tests.scenarios.test_digest import digest_command
 from tests.scenarios.test_home import open_home, text_of
 from tests.scenarios.test_launch_plans import HYPERPOD_PARAMS
 
@@ -49,6 +51,10 @@ async def test_a_stopped_fleet_scaled_to_2_is_held_the_same_in_the_plan_the_home
     assert "p5.48xlarge: 32/40 held now" in usage, usage
     listed = body(await ask(world, user=ALICE, channel=KUMO, text="list"))
     assert "held: 32 x p5.48xlarge, 1 x m5.12xlarge, 1 x m5.8xlarge" in listed, listed
+    # The digest of the running week (what a `/digest send` at its end would post for the org) says so too.
+    week = week_of(services.clock(), services.tz).label
+    digest = body(await digest_command(world, f"preview kumo-labs --week {week}", user=ALICE, channel=KUMO))
+    assert "*Nodes:* 34 (32 x p5.48xlarge, 1 x m5.12xlarge, 1 x m5.8xlarge)" in digest, digest
 
 
 async def test_the_capacity_notice_follows_a_fleet_stop_that_gives_its_nodes_back(
