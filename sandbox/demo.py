@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 import time
 import webbrowser
 
@@ -140,6 +141,19 @@ def _quick_sandbox(program: ProgramConfig) -> ProgramConfig:
 
 
 async def _serve(host: str, port: int, open_browser: bool) -> None:
+    # SIGTERM (kill, a service manager, a container's stop) ends the sandbox as Ctrl-C does: by unwinding what
+    # it started, so its Prometheus is stopped and its temporary folders removed. Its default action kills the
+    # process at once, leaving them behind (Ctrl-C also reaches Prometheus itself, in the same process group).
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stopping.set)
+    try:
+        await _run(host, port, open_browser, stopping)
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+
+
+async def _run(host: str, port: int, open_browser: bool, stopping: asyncio.Event) -> None:
     quick = {"pitcrew_throughput_check_seconds": THROUGHPUT_CHECK_SECONDS}
     jobs = sandbox_jobs()
     # The jobs' nodes, read from the embedded AWS; the same job objects are slowed by the culprit buttons.
@@ -159,7 +173,8 @@ async def _serve(host: str, port: int, open_browser: bool) -> None:
         except Exception:
             log.exception("could not seed the sandbox's history; /digest and /track start empty")
         simulator = TrainingSimulator(api_url=sandbox.bot_url, jobs=jobs, started=node_metrics.started)
-        await simulator.prepare(sandbox.pitcrew.services.db)
+        # Every org onboarded as a program would be (`/cluster doctor` shows them all OK): each has a token.
+        await simulator.prepare(sandbox.pitcrew.services.db, onboarded=[org.id for org in sandbox.program.orgs])
         sandbox.controls.simulator = simulator
         stop = asyncio.Event()
         training = asyncio.get_running_loop().create_task(simulator.run(stop))
@@ -169,7 +184,7 @@ async def _serve(host: str, port: int, open_browser: bool) -> None:
         if open_browser:
             webbrowser.open(sandbox.world_url)
         try:
-            await asyncio.Event().wait()  # until interrupted
+            await stopping.wait()  # until SIGTERM, or interrupted (Ctrl-C cancels this task)
         finally:
             stop.set()
             await training
@@ -177,6 +192,8 @@ async def _serve(host: str, port: int, open_browser: bool) -> None:
 
 def run_demo(*, host: str = "127.0.0.1", port: int = 3000, open_browser: bool = False) -> None:
     started = time.perf_counter()
+    # While AWS is seeded (before the event loop takes SIGTERM over in _serve): stop as Ctrl-C stops it.
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
     server, endpoint = start_moto_server()
     try:
         with aws_environment(endpoint):
@@ -189,5 +206,8 @@ def run_demo(*, host: str = "127.0.0.1", port: int = 3000, open_browser: bool = 
             )
             with contextlib.suppress(KeyboardInterrupt):
                 asyncio.run(_serve(host, port, open_browser))
+    except KeyboardInterrupt:  # SIGTERM or Ctrl-C while seeding: the embedded AWS is stopped all the same
+        pass
     finally:
         server.stop()
+        signal.signal(signal.SIGTERM, previous)

@@ -15,7 +15,7 @@ import contextlib
 import logging
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -105,9 +105,10 @@ class TrainingSimulator:
         self._rng = random.Random(seed)
         self._tokens: dict[str, str] = {}
 
-    async def prepare(self, db: Database) -> None:
-        """One API token per org with a simulated job, made as `pitcrew token create` makes them."""
-        for org in sorted({job.org for job in self.jobs}):
+    async def prepare(self, db: Database, *, onboarded: Sequence[str] = ()) -> None:
+        """One API token per org with a simulated job, made as `pitcrew token create` makes them; and one for each
+        of the `onboarded` orgs, whose training scripts would hold one (`pitcrew doctor` checks that each has)."""
+        for org in sorted({job.org for job in self.jobs} | set(onboarded)):
             self._tokens[org] = await create_token(db, org_id=org, created_by="sandbox")
 
     def set_mode(self, mode: str, *, job: str | None = None) -> list[str]:
