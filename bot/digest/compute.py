@@ -133,6 +133,11 @@ def holdings_at(changes: Sequence[StateChange], at: datetime) -> tuple[ClusterAt
     )
 
 
+def held_at(changes: Sequence[StateChange], at: datetime) -> dict[str, int]:
+    """What the clusters held at `at` by type (the usage ledger records the one held figure, bot.clusters.held)."""
+    return _sum_instances(c.instances for c in holdings_at(changes, at))
+
+
 def _sum_instances(instances: Iterable[Mapping[str, int]]) -> dict[str, int]:
     total: dict[str, int] = defaultdict(int)
     for mapping in instances:

@@ -168,6 +168,17 @@ def _usage_line(line: UsageLine) -> str:
     )
 
 
+def _held_lines(held: Mapping[str, int], quota: Mapping[str, int]) -> list[str]:
+    """What an org holds now against its quota, quota'd types first (`/track show` and `/track doc` alike)."""
+    kinds = sorted(set(quota) | {t for t, n in held.items() if n}, key=lambda t: (t not in quota, t))
+    lines = [
+        f"• *{escape(kind)}*: {held.get(kind, 0):,} held now "
+        + (f"of {quota[kind]:,} allowed" if kind in quota else "(not under quota)")
+        for kind in kinds
+    ]
+    return lines or ["No quota and nothing held."]
+
+
 def _usage_fallback(usage: Sequence[UsageLine]) -> str:
     return hours_text(sum(u.instance_hours for u in usage))
 
@@ -494,14 +505,18 @@ def track_show(
     open_incidents: Sequence[Record],
     usage: Sequence[UsageLine],
     tz: ZoneInfo,
+    held: Mapping[str, int] | None = None,
 ) -> Reply:
-    """`/track show`: the usage ledger of the window, open incidents, then the window's records newest first.
-    One ephemeral message; the oldest records are left out, and said to be, when they do not all fit."""
+    """`/track show`: what the org holds now, the usage ledger of the window, open incidents, then the window's
+    records newest first. One ephemeral message; the oldest records are left out, and said to be, when they do
+    not all fit."""
+    quota = {u.instance_type: u.quota for u in usage if u.quota is not None}
     span = _plural(weeks, "week")
     title = f"Tracking · {org_name} · last {span}"
     head: list[Block] = [
         header(title),
         context(f"`{escape(org_id)}` · since {when(since, tz)}"),
+        *sections([":bar_chart: *Held now*", *_held_lines(held or {}, quota)]),
         *sections(
             [f"*Instance-hours since {since.astimezone(tz):%a} {since.astimezone(tz).day} {since.astimezone(tz):%b}*"]
             + ([_usage_line(u) for u in usage] or ["No instance-hours recorded in this window."])
@@ -549,16 +564,7 @@ def tracking_doc_reply(doc: TrackingDoc, *, tz: ZoneInfo) -> Reply:
     )
 
     start, end = doc.usage_window
-    quota_lines = [":bar_chart: *Quota and usage*"]
-    for kind in sorted(set(doc.quota) | {t for t, n in doc.held.items() if n}, key=lambda t: (t not in doc.quota, t)):
-        held = doc.held.get(kind, 0)
-        allowed = doc.quota.get(kind)
-        quota_lines.append(
-            f"• *{escape(kind)}*: {held:,} held now "
-            + (f"of {allowed:,} allowed" if allowed is not None else "(not under quota)")
-        )
-    if len(quota_lines) == 1:
-        quota_lines.append("No quota and nothing held.")
+    quota_lines = [":bar_chart: *Quota and usage*", *_held_lines(doc.held, doc.quota)]
     quota_lines.append(f"_Used from {when(start, tz)} to {when(end, tz)}:_")
     quota_lines += [_usage_line(u) for u in doc.usage] or ["No instance-hours recorded."]
     head += sections(quota_lines)

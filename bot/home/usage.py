@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from bot.config import ProgramConfig, normalize_instance_type
-from bot.digest.compute import holdings_at, instance_hours, usage_lines
+from bot.config import ProgramConfig
+from bot.digest.compute import held_at, instance_hours, usage_lines
 from bot.digest.facts import StateChange, UsageLine
 from bot.digest.render import hours_text
 from bot.slack.blocks import Block, Reply, context, escape, fit, header, section, sections, when
@@ -53,18 +53,10 @@ async def program_usage(db: Database, *, program: ProgramConfig, since: datetime
             org.id,
             org.name,
             usage_lines(instance_hours(changes[org.id], since, until), quota=org.quota, window_hours=window),
-            held=_held(changes[org.id], until),
+            held=held_at(changes[org.id], until),
         )
         for org in program.orgs
     ]
-
-
-def _held(changes: Sequence[StateChange], at: datetime) -> dict[str, int]:
-    held: dict[str, int] = defaultdict(int)
-    for cluster in holdings_at(changes, at):
-        for instance_type, count in cluster.instances.items():
-            held[normalize_instance_type(instance_type)] += count
-    return dict(held)
 
 
 def percent(share: float) -> int:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from bot.config import ProgramConfig
-from bot.digest.compute import instance_hours, tracking_doc, usage_lines
+from bot.digest.compute import held_at, instance_hours, tracking_doc, usage_lines
 from bot.digest.facts import Record, RecordKind, TrackingDoc, UsageLine
 from bot.digest.gather import gather, record_fact
 from bot.digest.weeks import week_of
@@ -85,6 +85,7 @@ class TrackView:
     records: tuple[Record, ...]  # newest first
     open_incidents: tuple[Record, ...]
     usage: tuple[UsageLine, ...]
+    held: Mapping[str, int] = field(default_factory=dict)  # instances held now by type (the one held figure)
 
 
 class RecordBook:
@@ -169,7 +170,7 @@ class RecordBook:
         (facts,) = await gather(self._db, program=self._program, since=since, until=now, org_ids=[org_id])
         usage = usage_lines(instance_hours(facts.changes, since, now), quota=facts.quota, window_hours=weeks * 7 * 24.0)
         newest = tuple(sorted(facts.records, key=lambda r: (r.created_at, r.id), reverse=True))
-        return TrackView(since, newest[:SHOWN_RECORDS], facts.open_incidents, usage)
+        return TrackView(since, newest[:SHOWN_RECORDS], facts.open_incidents, usage, held_at(facts.changes, now))
 
     async def summary(self, org_id: str) -> tuple[int, int]:
         """(open incidents, records this week so far) for the `/track` home reply."""

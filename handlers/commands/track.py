@@ -131,6 +131,7 @@ async def _show(call: Call, parsed: ShowTrack) -> Answer:
         records=view.records,
         open_incidents=view.open_incidents,
         usage=view.usage,
+        held=view.held,
         tz=call.services.tz,
     )
     return Answer(reply, org_id=org.id)

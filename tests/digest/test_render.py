@@ -456,6 +456,12 @@ def test_track_show_lists_usage_incidents_and_records_newest_first() -> None:
     assert reply.text == "Tracking · Kumo Labs · last 2 weeks: 3 records, 1 open incident"
 
 
+def test_track_show_says_what_the_org_holds_now_as_the_doc_and_the_home_do() -> None:
+    text = shown(show([], held={"p5.48xlarge": 14, "m5.xlarge": 1}))
+    assert "*Held now*\n• *p5.48xlarge*: 14 held now of 16 allowed\n• *m5.xlarge*: 1 held now (not under quota)" in text
+    assert "No quota and nothing held." in shown(show([], usage=[]))
+
+
 def test_track_show_says_how_many_records_it_could_not_fit() -> None:
     records = [
         record(n, RecordKind.NOTE, f"rec-{n:04d} " + "z" * 200, at=AT + timedelta(minutes=n)) for n in range(300)

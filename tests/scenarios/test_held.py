@@ -47,6 +47,8 @@ async def test_a_stopped_fleet_scaled_to_2_is_held_the_same_in_the_plan_the_home
     assert "p5.48xlarge 32/40" in home, home
     doc = body(await ask(world, user=ALICE, channel=KUMO, text="doc kumo-labs", command="/track"))
     assert "*p5.48xlarge*: 32 held now of 40 allowed" in doc, doc
+    shown = body(await ask(world, user=ALICE, channel=KUMO, text="show", command="/track"))
+    assert "*p5.48xlarge*: 32 held now of 40 allowed" in shown, shown
     usage = body(await ask(world, user=ADMIN, channel=COORDINATION, text="show all", command="/track"))
     assert "p5.48xlarge: 32/40 held now" in usage, usage
     listed = body(await ask(world, user=ALICE, channel=KUMO, text="list"))
