@@ -1,8 +1,9 @@
 """What an org holds: the one "held" figure that plans, the Home, `/track`, `/cluster list`, the quota notices and
 the digest all count (DESIGN.md, Quota: the nodes an org's clusters hold or are bound to hold). Pure.
 
-A cluster holds each node that has an instance (a failed node still occupies one), not one shutting down,
-terminated or stopped. A group on its way to a target (a cluster being created, a scale under way, a fleet
+A cluster holds each node that has an instance (a failed node still occupies one), not one shutting down or
+terminated. A stopped node of a fleet that runs is still held (the cluster still counts it, and ParallelCluster
+brings a static node back; the contract calls it unhealthy, not gone); only a stopped fleet gives its nodes up. A group on its way to a target (a cluster being created, a scale under way, a fleet
 starting) holds the larger of its nodes and that target: otherwise two requests could each fit in quota and
 together exceed it. A stopped or stopping ParallelCluster compute fleet holds only what still runs: its
 counts come back when the fleet is started, not before. Nor does a cluster being deleted or failed hold
@@ -18,15 +19,18 @@ from bot.clusters.model import Cluster, FleetPhase, Node, Phase
 from bot.config import normalize_instance_type
 
 # Node words (EC2 state, HyperPod instance status) of an instance that holds no capacity.
-_NOT_HELD = frozenset({"shutting-down", "terminated", "ShuttingDown", "stopping", "stopped"})
+_NOT_HELD = frozenset({"shutting-down", "terminated", "ShuttingDown"})
+_PAUSED = frozenset({"stopping", "stopped"})  # held while its fleet runs: the cluster still counts the node
 # A cluster in these holds no more than its nodes: its targets are not coming.
 _NO_TARGETS = frozenset({Phase.DELETING, Phase.DELETED, Phase.FAILED})
 _FLEET_DOWN = frozenset({FleetPhase.STOPPING, FleetPhase.STOPPED})
 
 
-def holds(node: Node) -> bool:
-    """Whether the node occupies an instance."""
-    return node.status not in _NOT_HELD and not node.leaving
+def holds(node: Node, *, fleet_down: bool = False) -> bool:
+    """Whether the node occupies an instance (a stopped one: unless its whole fleet was stopped)."""
+    if node.leaving or node.status in _NOT_HELD:
+        return False
+    return not (fleet_down and node.status in _PAUSED)
 
 
 def cluster_held(cluster: Cluster) -> Counter[str]:
@@ -34,8 +38,9 @@ def cluster_held(cluster: Cluster) -> Counter[str]:
     # Nodes and targets meet per group and type; `ml.p5` and `p5` are one type whichever of them AWS says.
     named: dict[str, str] = {}
     counted: Counter[tuple[str, str]] = Counter()
+    fleet_down = cluster.fleet in _FLEET_DOWN
     for node in cluster.nodes:
-        if holds(node):
+        if holds(node, fleet_down=fleet_down):
             counted[(node.group, _key(node.instance_type, named))] += 1
     if cluster.phase not in _NO_TARGETS and cluster.fleet not in _FLEET_DOWN:
         for group in cluster.groups:

@@ -59,9 +59,12 @@ def test_a_stopped_fleet_holds_only_its_head_node_whatever_its_count() -> None:
     assert cluster_held(pcluster(nodes=4, target=4, fleet="STOPPED", state="stopped")) == {HEAD: 1}
 
 
-def test_nodes_leaving_or_stopped_hold_nothing_but_failed_ones_do() -> None:
-    for status in ("terminated", "shutting-down", "stopped", "stopping"):
+def test_nodes_leaving_hold_nothing_but_failed_and_stopped_ones_of_a_running_fleet_do() -> None:
+    for status in ("terminated", "shutting-down"):
         assert not holds(node(0, "q", status=status)), status
+    for status in ("stopped", "stopping"):  # one stopped instance: the cluster still counts it (a static node)
+        assert holds(node(0, "q", status=status)) and not holds(node(0, "q", status=status), fleet_down=True)
+    assert cluster_held(pcluster(nodes=4, target=None, state="stopped")) == {P5: 4, HEAD: 1}
     assert not holds(node(0, "workers", ML_P5, "ShuttingDown"))
     assert holds(node(0, "workers", ML_P5, "Failure")) and holds(node(0, "q", status="pending"))
     assert cluster_held(pcluster(nodes=4, target=None, state="terminated")) == {HEAD: 1}
