@@ -2,12 +2,12 @@
 the digest all count (DESIGN.md, Quota: the nodes an org's clusters hold or are bound to hold). Pure.
 
 A cluster holds each node that has an instance (a failed node still occupies one), not one shutting down or
-terminated. A stopped node of a fleet that runs is still held (the cluster still counts it, and ParallelCluster
-brings a static node back; the contract calls it unhealthy, not gone); only a stopped fleet gives its nodes up. A group on its way to a target (a cluster being created, a scale under way, a fleet
-starting) holds the larger of its nodes and that target: otherwise two requests could each fit in quota and
-together exceed it. A stopped or stopping ParallelCluster compute fleet holds only what still runs: its
-counts come back when the fleet is started, not before. Nor does a cluster being deleted or failed hold
-more than what still runs."""
+terminated. A stopped node of a fleet that runs is still held: the cluster still counts it, and ParallelCluster
+brings a static node back (the contract calls it unhealthy, not gone). A group on its way to a target (a cluster
+being created, a scale under way, a fleet starting) holds the larger of its nodes and that target: otherwise two
+requests could each fit in quota and together exceed it. A stopped or stopping ParallelCluster compute fleet holds
+only what still runs: its counts come back when the fleet is started, not before. Nor does a cluster being
+deleted or failed hold more than what still runs."""
 
 from __future__ import annotations
 
