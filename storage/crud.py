@@ -723,6 +723,23 @@ async def claim_unposted(session: AsyncSession, *, episode_id: int) -> bool:
     return bool(result.rowcount)
 
 
+async def claim_held(session: AsyncSession, *, episode_id: int, at: datetime) -> bool:
+    """Take the posting of an open episode a silence held back, now that no silence holds it: one conditional
+    UPDATE (still open and held back -> not silenced, no message yet, posted at `at`), so of several replicas
+    (or a monitor and an Unsilence) exactly one posts it."""
+    result = await session.exec(
+        update(Episode)
+        .where(
+            col(Episode.id) == episode_id,
+            col(Episode.silenced).is_(True),
+            col(Episode.state) == EpisodeState.OPEN.value,
+        )
+        .values(silenced=False, message_ts=None, posted_at=at, updated_at=at)
+    )
+    await session.commit()
+    return bool(result.rowcount)
+
+
 async def latest_activity(session: AsyncSession, *, org_id: str, cluster: str, since: datetime) -> datetime | None:
     """When any job of one cluster last reported from `since` on: its newest raw sample (events included),
     else its newest one-minute rollup's end (rollups outlive the raw retention); None when neither. Read per

@@ -218,6 +218,16 @@ class Episode(SQLModel, table=True):
     # Per-node metrics' verdict (bot.node_metrics): the bottleneck, and the nodes to blame, most likely first.
     cause: str = _text(16, default="")
     suspects: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False, server_default="[]"))
+    # The escalation's message in the coordination channel, edited with the alert (acknowledged, over).
+    escalation_ts: str | None = _text(32, default=None)
+    # When its current message was posted, where that is not its opening or reopening: a failure a silence
+    # held back is posted when the silence ends, and escalates counting from then.
+    posted_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime()))
+    # What failed (node and cluster kinds): the status and message when it failed, kept while `status` follows
+    # the node (a replacement Pending, then Running), so a recovered alert still says what it was.
+    failed_status: str = _text(32, default="")
+    failed_message: str = _text(1000, default="")
+    outcome: str = _text(500, default="")  # once closed, what it is now ("replaced by `i-…`, which is Running")
 
 
 class Silence(SQLModel, table=True):

@@ -15,11 +15,11 @@ from datetime import datetime, timedelta
 from typing import Protocol
 from zoneinfo import ZoneInfo
 
-from bot.alerts.kind import AlertKind, AlertView, Tone
+from bot.alerts.kind import Action, AlertKind, AlertView, Tone
 from bot.alerts.kinds import KINDS
 from bot.clusters.fleet import describe_error
 from bot.clusters.model import Backend, Cluster
-from bot.config import ProgramConfig
+from bot.config import OrgConfig, ProgramConfig
 from bot.node_metrics.series import PeerChart
 from bot.plots import ThroughputChart
 from bot.publishing import Publisher, Reply
@@ -58,6 +58,10 @@ class AlertPresenter(Protocol):
 
     def continued(self, row: Episode, *, link: str | None) -> Reply: ...
 
+    def escalation(
+        self, kind: AlertKind, view: AlertView, *, link: str | None, operators: Sequence[str], minutes: float
+    ) -> Reply: ...
+
     def throughput_chart(self, chart: ThroughputChart, *, tz: ZoneInfo) -> bytes: ...
 
     def peer_chart(self, chart: PeerChart, *, tz: ZoneInfo) -> bytes: ...
@@ -87,6 +91,11 @@ class AlreadyEnded:
 
 
 NothingChanged = AlreadyAcknowledged | AlreadySilenced | AlreadyEnded
+
+
+def operators(org: OrgConfig | None) -> list[str]:
+    """The org's operators, as the program file lists them (an escalation mentions them)."""
+    return sorted(user for user, role in org.members.items() if role == "operator") if org else []
 
 
 def row_id(value: str) -> int | None:
@@ -285,7 +294,9 @@ class AlertDesk:
     async def retry_unposted(self, rows: Sequence[Episode]) -> None:
         """Open episodes whose alert never reached Slack (it failed when they opened): post them now rather
         than never. Only after a grace period, so the opener's own post is not raced, and under a claim, so
-        of several replicas one posts. A storm's members are posted together, once."""
+        of several replicas one posts. A storm's members are posted together, once. Before them, what a
+        silence held back and no silence holds any more (`release_held`)."""
+        await self.release_held(rows)
         now = self.clock()
         stale = [
             r
@@ -309,6 +320,38 @@ class AlertDesk:
             if not first.message_ts:  # Slack failed again: let the next look try
                 for row in members:
                     await self.update(row, {"message_ts": None})
+
+    async def release_held(self, rows: Sequence[Episode]) -> int:
+        """Open episodes a silence held back, once no silence holds their cluster (it was ended, or ran out):
+        each posted now as any new alert, escalating counting from now (`posted_at`). Claimed by one
+        conditional update, so of several replicas (or a monitor and an Unsilence) one posts it; how many."""
+        held = [r for r in rows if r.state == "open" and r.silenced and r.channel_id]
+        released = 0
+        for key in dict.fromkeys((r.org_id, r.backend, r.cluster_name) for r in held):
+            if await self.silence_for(*key) is not None:
+                continue
+            now = self.clock()
+            claimed = []
+            for row in (r for r in held if (r.org_id, r.backend, r.cluster_name) == key):
+                async with self.db.session() as session:
+                    if await crud.claim_held(session, episode_id=row.id or 0, at=now):
+                        row.silenced, row.message_ts, row.posted_at, row.updated_at = False, None, now, now
+                        claimed.append(row)
+            if claimed:
+                await self.announce(claimed, silence=None, cluster=await self._cluster_now(claimed[0]))
+                released += len(claimed)
+        return released
+
+    async def _cluster_now(self, row: Episode) -> Cluster | None:
+        """The episode's cluster as it is now, for the kinds whose message shows it; None when it cannot be
+        read (the message then says its group's health is unknown)."""
+        if not self.kind(row).reads_cluster or self.clusters is None or row.backend not in CLUSTER_BACKENDS:
+            return None
+        try:
+            return await self.clusters.get(row.org_id, Backend(row.backend), row.cluster_name)
+        except Exception as error:
+            log.warning("reading the cluster of episode %s: %s", row.id, describe_error(error))
+            return None
 
     async def note(
         self,
@@ -335,6 +378,8 @@ class AlertDesk:
             view = self._view(kind, await self.members(row), cluster, silence)
             line = self.presenter.coordination(kind, view, channel=row.channel_id)
             await self.edit(self.program.coordination_channel, row.coordination_ts, line)
+        if coordination:
+            await self.follow_escalation(row)
 
     async def reopen(
         self, row: Episode, values: dict[str, object], *, cluster: Cluster | None, silence: Silence | None
@@ -359,6 +404,8 @@ class AlertDesk:
                 "acked_by": None,
                 "acked_at": None,
                 "escalated_at": None,  # and so was its escalation: the new one may escalate in its turn
+                "escalation_ts": None,
+                "posted_at": None,
                 "follows": follows,
             },
         )
@@ -375,12 +422,7 @@ class AlertDesk:
         if not row.message_ts or not row.channel_id or row.silenced:
             return
         silence = await self.silence_for(row.org_id, row.backend, row.cluster_name)
-        cluster = None
-        if self.kind(row).reads_cluster and self.clusters is not None and row.backend in CLUSTER_BACKENDS:
-            try:
-                cluster = await self.clusters.get(row.org_id, Backend(row.backend), row.cluster_name)
-            except Exception as error:  # the message keeps its other facts; group health shows as unknown
-                log.warning("refreshing episode %s: %s", row.id, describe_error(error))
+        cluster = await self._cluster_now(row)  # None: the message keeps its other facts, group health unknown
         await self.edit(row.channel_id, row.message_ts, await self.render(row, cluster, silence))
         if coordination and row.coordination_ts:
             kind = self.kind(row)
@@ -388,6 +430,35 @@ class AlertDesk:
                 kind, self._view(kind, await self.members(row), cluster, silence), channel=row.channel_id
             )
             await self.edit(self.program.coordination_channel, row.coordination_ts, line)
+        await self.follow_escalation(row)
+
+    # ------------------------------------------------------------------ escalations
+
+    async def escalation(self, row: Episode, *, now: datetime | None = None) -> Reply:
+        """The escalation of an alert (a storm's, by its first episode) as it stands: while nobody owns it,
+        the org's operators and its Acknowledge button; then who acknowledged it, and whether it is over.
+        bot.alerts.escalation posts it; the desk edits it with the alert, so it never stays red after."""
+        kind = self.kind(row)
+        members = tuple(await self.members(row))
+        unowned = any(m.state == "open" for m in members) and not row.acked_by
+        view = AlertView(
+            rows=members,
+            org_name=self.org_name(row.org_id),
+            tz=self.tz,
+            now=now or self.clock(),
+            silence=None,
+            actions=tuple(a for a in kind.actions(members) if a is Action.ACKNOWLEDGE and unowned),
+        )
+        org = self.program.org(row.org_id)
+        minutes = (org.escalate_after_minutes or 0) if org else 0
+        link = await self.permalink(row.channel_id, row.message_ts) if row.message_ts else None
+        return self.presenter.escalation(kind, view, link=link, operators=operators(org), minutes=minutes)
+
+    async def follow_escalation(self, row: Episode) -> None:
+        """Edit the alert's escalation, if it was escalated, to what the alert is now."""
+        if row.escalation_ts:
+            reply = await self.escalation(row)
+            await self.edit(self.program.coordination_channel, row.escalation_ts, reply)
 
     # ------------------------------------------------------------------ people acting on alerts
 
@@ -470,6 +541,10 @@ class AlertDesk:
                 await self.refresh(source)
             line = self.presenter.silence_ended(silence, user_id=user_id, at=now, tz=self.tz)
             await self.post(silence.channel_id, line, thread_ts=silence.thread_ts)
+        # What it held back and is still open is posted now, not left in its thread for good.
+        async with self.db.session() as session:
+            held = [r for r in await crud.open_episodes(session, org_id=silence.org_id) if r.silenced]
+        await self.release_held([r for r in held if r.cluster_name == silence.cluster_name])
         return None
 
     # ------------------------------------------------------------------ Slack, failures logged

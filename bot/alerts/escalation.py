@@ -9,21 +9,24 @@ the post, the claim is given back and the next pass tries again.
 
 What escalates: open alerts that were posted in their org's channel (not held back by a silence), of an
 org that escalates (0 or null: never), once they are older than the org's minutes, counted from their
-message (a reopened alert counts from its reopening; it escalates anew). A cluster silenced since is not
+message (a reopened alert counts from its reopening, one a silence held back from when it was posted once the
+silence ended; it escalates anew). A cluster silenced since is not
 escalated: someone is on it. Capacity notices do not escalate: they announce a known end time ahead of it,
 nothing broke that someone must own. A storm's members escalate as one message, by its first episode.
+
+The escalation follows its alert: when someone acknowledges it, or it ends, the desk edits it to say so
+(AlertDesk.follow_escalation), so the coordination channel never keeps a red message and a button for it.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import Protocol
 from zoneinfo import ZoneInfo
 
 from bot.alerts.desk import AlertDesk
-from bot.alerts.kind import Action, AlertKind, AlertView
 from bot.config import OrgConfig
 from bot.publishing import Reply
 from storage import crud
@@ -35,11 +38,8 @@ NOT_ESCALATED = frozenset({"capacity"})
 
 
 class EscalationPresenter(Protocol):
-    """How an escalation reads (bot.slack.alerts.SlackAlerts)."""
-
-    def escalation(
-        self, kind: AlertKind, view: AlertView, *, link: str | None, operators: Sequence[str], minutes: float
-    ) -> Reply: ...
+    """How the line in the alert's thread reads (bot.slack.alerts.SlackAlerts); the escalation itself is the
+    desk's presenter's (AlertDesk.escalation), which edits it later."""
 
     def escalated(self, *, minutes: float, at: datetime, tz: ZoneInfo) -> Reply: ...
 
@@ -51,9 +51,9 @@ def escalate_after(org: OrgConfig | None) -> timedelta | None:
 
 
 def posted_at(row: Episode) -> datetime:
-    """When its current message began: its opening, or its last reopening (failing_since, when later)."""
-    since = row.failing_since
-    return max(row.opened_at, since) if since is not None else row.opened_at
+    """When its current message began: its opening, its last reopening (failing_since, when later), or, for
+    one a silence held back, when it was posted once the silence ended (posted_at)."""
+    return max(t for t in (row.opened_at, row.failing_since, row.posted_at) if t is not None)
 
 
 def due(row: Episode, *, after: timedelta | None, now: datetime, skip: Collection[str] = NOT_ESCALATED) -> bool:
@@ -70,11 +70,6 @@ def due(row: Episode, *, after: timedelta | None, now: datetime, skip: Collectio
         and row.storm_id in (None, row.id)
         and now - posted_at(row) >= after
     )
-
-
-def operators(org: OrgConfig | None) -> list[str]:
-    """The org's operators, as the program file lists them."""
-    return sorted(user for user, role in org.members.items() if role == "operator") if org else []
 
 
 class Escalation:
@@ -107,26 +102,19 @@ class Escalation:
             if not await crud.claim_escalation(session, episode_id=row.id or 0, at=now):
                 return 0  # acknowledged meanwhile, or another replica escalated it
         row.escalated_at = now
-        kind = desk.kind(row)
-        members = await desk.members(row)
-        view = AlertView(
-            rows=tuple(members),
-            org_name=desk.org_name(row.org_id),
-            tz=desk.tz,
-            now=now,
-            silence=None,
-            actions=tuple(a for a in kind.actions(members) if a is Action.ACKNOWLEDGE),
-        )
         minutes = (org.escalate_after_minutes or 0) if org else 0
-        link = await desk.permalink(row.channel_id, row.message_ts or "")
-        message = self._presenter.escalation(kind, view, link=link, operators=operators(org), minutes=minutes)
-        if await desk.post(desk.program.coordination_channel, message) is None:
+        ts = await desk.post(desk.program.coordination_channel, await desk.escalation(row, now=now))
+        if ts is None:
             await desk.update(row, {"escalated_at": None})  # Slack refused it: the next pass tries again
             return 0
-        for member in members:
-            if member.id != row.id:
-                await desk.update(member, {"escalated_at": now})
         note = self._presenter.escalated(minutes=minutes, at=now, tz=desk.tz)
         await desk.post(row.channel_id, note, thread_ts=row.message_ts)
-        await desk.refresh(row)
+        await desk.refresh(row)  # its footer says when it escalated
+        # Each member knows the escalation's message from now on, so whichever changes edits it.
+        for member in await desk.members(row):
+            values: dict[str, object] = {"escalation_ts": ts}
+            if member.id != row.id:
+                values["escalated_at"] = now
+            await desk.update(member, values)
+        row.escalation_ts = ts
         return 1

@@ -239,7 +239,13 @@ class NodeMonitor:
             lost = row.node_hours_lost + (
                 hours_lost(row.failing_since or row.opened_at, now) if row.kind == EpisodeKind.NODE.value else 0
             )
-            values = {"state": "closed", "closed_at": now, "updated_at": now, "node_hours_lost": lost}
+            values = {
+                "state": "closed",
+                "closed_at": now,
+                "updated_at": now,
+                "node_hours_lost": lost,
+                "outcome": closing.note[:500],  # what it is now: the recovered alert says it
+            }
             if not await self._desk.close(row, values):
                 continue  # closed already (another replica, or the event path)
             touched.add(row.group_name)
@@ -252,6 +258,9 @@ class NodeMonitor:
                 reopening: dict[str, object] = {
                     "status": opening.status,
                     "message": opening.message[:1000],
+                    "failed_status": opening.status,
+                    "failed_message": opening.message[:1000],
+                    "outcome": "",
                     "failing_since": now,
                     "updated_at": now,
                     "group_nodes": sorted(opening.group_nodes),
@@ -301,6 +310,8 @@ class NodeMonitor:
                 instance_type=opening.instance_type,
                 status=opening.status,
                 message=opening.message[:1000],
+                failed_status=opening.status,  # kept while `status` follows the node, or its replacement
+                failed_message=opening.message[:1000],
                 opened_at=now,
                 failing_since=now,
                 updated_at=now,

@@ -40,6 +40,23 @@ def _duration(start: datetime, end: datetime) -> str:
     return f"{minutes} min" if minutes < 120 else f"{minutes / 60:.1f} h"
 
 
+def failed_as(episode: Any) -> tuple[str, str]:
+    """The status and message a failure had when it failed (an episode stored before they were kept: its
+    last ones); `status` follows the node, or its replacement, from then on."""
+    if getattr(episode, "failed_status", ""):
+        return episode.failed_status, episode.failed_message
+    return episode.status, episode.message
+
+
+def status_of(episode: Any) -> tuple[str, str]:
+    """The status to show beside a node: its own while it fails, what failed once it is over."""
+    return (episode.status, episode.message) if episode.state == "open" else failed_as(episode)
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
 def _group_health(cluster: Cluster | None, group: str) -> str:
     if cluster is None:
         return "unknown"
@@ -158,10 +175,19 @@ def node_alert(
             f"*Group health now*\n{_group_health(cluster, episode.group_name)}",
             f"*Node recovery*\n{_recovery(cluster)}",
         ]
-    fields += [
-        f"*Status*\n`{escape(episode.status)}`" + (f": {escape(episode.message)[:300]}" if episode.message else ""),
-        f"*Failed at*\n{when(episode.opened_at, tz)}",
-    ]
+    if is_open:
+        fields += [
+            f"*Status*\n`{escape(episode.status)}`" + (f": {escape(episode.message)[:300]}" if episode.message else ""),
+            f"*Failed at*\n{when(episode.opened_at, tz)}",
+        ]
+    else:  # what it was, and what it is now: no status that reads as if it still failed
+        status, message = failed_as(episode)
+        failed_at = episode.failing_since if episode.reopened and episode.failing_since else episode.opened_at
+        fields += [
+            f"*Failed at*\n{when(failed_at, tz)} with `{escape(status)}`"
+            + (f": {escape(message)[:300]}" if message else ""),
+            f"*Now*\n{_sentence(episode.outcome) if getattr(episode, 'outcome', '') else 'Recovered'}",
+        ]
     icon = ":red_circle:" if is_open else ":large_green_circle:"
     body: list[Block] = [section(f"{icon} *{title}*"), section(" ", fields=fields)]
     if not is_open and episode.kind == "node":
@@ -193,8 +219,9 @@ def storm_alert(
     )
     lines = [
         f"{':red_circle:' if e.state == 'open' else ':large_green_circle:'} `{e.node_ids[-1]}` · "
-        f"{escape(e.group_name)} · `{escape(e.status)}`" + (f" {escape(e.message)[:120]}" if e.message else "")
+        f"{escape(e.group_name)} · `{escape(status)}`" + (f" {escape(message)[:120]}" if message else "")
         for e in episodes[:NODES_LISTED]
+        for status, message in [status_of(e)]
     ]
     if len(episodes) > NODES_LISTED:
         lines.append(f"…and {len(episodes) - NODES_LISTED} more (`/cluster nodes {first.cluster_name} --failed`)")
@@ -218,14 +245,15 @@ def coordination_line(episodes: Sequence[Any], *, channel: str, now: datetime) -
     first = episodes[0]
     ref = f"{first.org_id}/{first.cluster_name}"
     open_count = sum(1 for e in episodes if e.state == "open")
+    status, message = status_of(first)
     if first.kind == "cluster":
-        what = f"cluster {first.status}" + (f" ({escape(first.message)[:100]})" if first.message else "")
+        what = f"cluster {escape(status)}" + (f" ({escape(message)[:100]})" if message else "")
     elif len(episodes) > 1:
         what = f"{len(episodes)} nodes failed together"
     else:
         replaced = f" (replaced by `{first.node_ids[-1]}`)" if len(first.node_ids) > 1 else ""
-        what = f"node `{first.node_ids[0]}`{replaced} {escape(first.status)}" + (
-            f" ({escape(first.message)[:100]})" if first.message else ""
+        what = f"node `{first.node_ids[0]}`{replaced} {escape(status)}" + (
+            f" ({escape(message)[:100]})" if message else ""
         )
     if open_count:
         text = f":red_circle: `{ref}`: {what} · details in <#{channel}>"
@@ -550,19 +578,39 @@ def with_console_links(reply: Reply, view: AlertView, *, region: str | None, bac
 
 
 def escalation_message(
-    line: Reply, episode: Any, *, link: str | None, operators: Sequence[str], minutes: float, actions: Sequence[Action]
+    line: Reply,
+    episode: Any,
+    *,
+    link: str | None,
+    operators: Sequence[str],
+    minutes: float,
+    actions: Sequence[Action],
+    over: bool = False,
+    tz: ZoneInfo | None = None,
 ) -> Reply:
     """An alert nobody acknowledged in time, posted again in the coordination channel: its coordination
-    line, the org's operators mentioned, a link to the alert, and its Acknowledge button."""
+    line, the org's operators mentioned, a link to the alert, and its Acknowledge button. Edited with the
+    alert: once someone acknowledged it, who and when (no button); once it is `over`, that, and the line
+    as it ended."""
     shown = line.blocks[0]["text"]["text"] if line.blocks and "text" in line.blocks[0] else line.text
-    who = " ".join(f"<@{user}>" for user in operators) or "(no operators are listed for this org)"
     where = f"<{link}|Open the alert>" if link else f"the alert is in <#{episode.channel_id}>"
     after = f"{minutes:g} min"
-    head = f":rotating_light: *Not acknowledged after {after}* · {who}"
+    owner = episode.acked_by
+    if over:
+        by = f"; acknowledged by <@{owner}>" if owner else "; nobody acknowledged it"
+        head = f":white_check_mark: *Escalated after {after} unacknowledged, now over*{by}"
+        text = f"Escalated after {after} unacknowledged, now over{by}: {line.text}"
+    elif owner:
+        at = f" at {when(episode.acked_at, tz)}" if tz is not None and episode.acked_at else ""
+        head = f":eyes: *Escalated after {after} unacknowledged* · Acknowledged by <@{owner}>{at}"
+        text = f"Escalated after {after} unacknowledged, acknowledged by <@{owner}>{at}: {line.text}"
+    else:
+        who = " ".join(f"<@{user}>" for user in operators) or "(no operators are listed for this org)"
+        head = f":rotating_light: *Not acknowledged after {after}* · {who}"
+        text = f"Not acknowledged after {after}: {line.text} · {who}"  # the fallback notifies the operators too
     body: list[Block] = [section(head), section(f"{shown}\n{where}")]
-    if Action.ACKNOWLEDGE in actions:
+    if Action.ACKNOWLEDGE in actions and not over and not owner:
         body.append(_buttons(episode, [Action.ACKNOWLEDGE]))
-    text = f"Not acknowledged after {after}: {line.text} · {who}"  # the fallback notifies the operators too
     return Reply(text=text[:3000], blocks=body, public=True)
 
 
@@ -593,7 +641,14 @@ class SlackAlerts:
     ) -> Reply:
         line = self.presenters[kind.name].coordination(view, channel=view.first.channel_id)
         return escalation_message(
-            line, view.first, link=link, operators=operators, minutes=minutes, actions=view.actions
+            line,
+            view.first,
+            link=link,
+            operators=operators,
+            minutes=minutes,
+            actions=view.actions,
+            over=all(row.state != "open" for row in view.rows),
+            tz=view.tz,
         )
 
     def escalated(self, *, minutes: float, at: datetime, tz: ZoneInfo) -> Reply:

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from bot.alerts.desk import AlertDesk
-from bot.alerts.escalation import Escalation, due, escalate_after, operators
+from bot.alerts.desk import AlertDesk, operators
+from bot.alerts.escalation import Escalation, due, escalate_after
 from bot.config import ProgramConfig, load_program
 from bot.slack.alerts import SlackAlerts
 from bot.slack.poster import Poster
