@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 WINDOW = timedelta(hours=3)  # samples replayed through the detector at each check
 CHART_WINDOW = timedelta(hours=6)
 CAUSE_WINDOW = timedelta(minutes=30)  # a node failure this close before the anomaly is its likely cause
+SEEN_LATE = timedelta(minutes=5)  # a node failure is seen this long after it happened (the sweep, AWS's checks)
 PRUNE_EVERY = timedelta(hours=1)
 BASELINE_BEFORE = timedelta(hours=1)  # replayed before an open anomaly, so its baseline does not age out
 LONGEST_REPLAY = timedelta(hours=48)  # how far back a detector is rebuilt when the monitor holds no state for it
@@ -152,6 +153,30 @@ def failed_node_text(episode: Episode, *, since: datetime, tz: ZoneInfo) -> str:
     first = episode.node_ids[0] if episode.node_ids else episode.node_key
     later = f", replaced by `{episode.node_ids[-1]}`" if len(episode.node_ids) > 1 else ""
     return f"`{first}` (failed at {when(episode.opened_at, tz)}{later})"
+
+
+def under_way_at(failure: Episode, start: datetime) -> bool:
+    """Pure: whether a node failure was under way when a job's anomaly began, so it may be why: it began (or
+    began again) at most CAUSE_WINDOW before the start, or was seen at most SEEN_LATE after it, and had not
+    ended by then. A node that failed and was replaced before the job slowed is not why it slowed, nor one
+    failed for hours that the job ran without."""
+    began = failure.failing_since or failure.opened_at
+    ended = failure.closed_at is not None and failure.closed_at < start
+    return start - CAUSE_WINDOW <= began <= start + SEEN_LATE and not ended
+
+
+def cause_line(verdict: str, *, names_cause: bool, failed: Sequence[str]) -> str:
+    """Pure: the alert's one line on the cause. The per-node metrics' verdict comes first: they compare the
+    nodes over the anomaly itself. A node failure under way when it began is offered after it; without a
+    verdict naming a cause, that failure is the likely cause. `verdict`: what the metrics said ("" when
+    nothing); `names_cause`: whether it names a node or a cause; `failed`: the failures, as the alert names
+    them."""
+    listed = ", ".join(failed)
+    if names_cause:
+        return f"{verdict} A node also failed as it began: {listed}." if failed else verdict
+    if failed:
+        return f"Likely cause: a node failed as it began: {listed}." + (f" {verdict}" if verdict else "")
+    return "No node of this cluster failed as it began." + (f" {verdict}" if verdict else "")
 
 
 def culprit_text(verdict: Verdict) -> str:
@@ -391,10 +416,10 @@ class ThroughputMonitor:
         if isinstance(verdict, Verdict) and new_verdict:
             values.update(await self._verdict_values(row.org_id, row.cluster_name, verdict))
         culprit = self._culprit_line(verdict, row)
-        cause = await self._likely_cause(row.org_id, row.cluster_name, current.start, now)
+        cause = await self._cause(row.org_id, row.cluster_name, current.start, now, verdict=verdict, row=row)
         # A slowdown that became a hang (or back) is the same episode, not a recovery.
         now_a = f" Now a {current.kind}." if new_kind else ""
-        message = f"{self._figures(detector, current, unit_of(rows))}{now_a} {cause}\n{culprit}".strip()
+        message = f"{self._figures(detector, current, unit_of(rows))}{now_a}\n{cause}".strip()
         values["message"] = message[:1000]
         await self._desk.update(row, values)
         if row.silenced and new_kind:
@@ -502,20 +527,24 @@ class ThroughputMonitor:
             parts.append(f"slowdown threshold {detector.threshold:,.0f}{also}")
         return ", ".join(parts) + "." if parts else ""
 
-    async def _likely_cause(self, org_id: str, cluster: str, since: datetime, now: datetime) -> str:
-        """Node failures of the same cluster in the same window: the usual cause of a hang or straggler."""
+    async def _cause(
+        self, org_id: str, cluster: str, start: datetime, now: datetime, *, verdict: Assessed, row: Episode | None
+    ) -> str:
+        """The alert's one cause line: the metrics' verdict (or what they said before), then the node
+        failures of the cluster under way when the anomaly began, the usual cause of a hang or straggler."""
         async with self._desk.db.session() as session:
-            episodes = await crud.episodes_between(session, org_id=org_id, since=since - CAUSE_WINDOW, until=now)
+            episodes = await crud.episodes_between(session, org_id=org_id, since=start - CAUSE_WINDOW, until=now)
             current = await crud.open_episodes(session, org_id=org_id)
-        # An open failure counts only if it began (or began again) in the window: a node failed hours before
-        # the job slowed, and failed still, is not why it slowed now (the sandbox's seeded failed node was).
-        recent = [e for e in current if (e.failing_since or e.opened_at) >= since - CAUSE_WINDOW]
-        seen = {e.id: e for e in [*episodes, *recent]}.values()
-        nodes = [e for e in seen if e.cluster_name == cluster and e.kind == EpisodeKind.NODE.value]
-        if not nodes:
-            return "No node of this cluster failed in the same window."
-        listed = ", ".join(failed_node_text(e, since=since - CAUSE_WINDOW, tz=self._desk.tz) for e in nodes[:5])
-        return f"Likely cause: node failure in the same window: {listed}."
+        seen = {e.id: e for e in [*episodes, *current]}.values()
+        nodes = [
+            e for e in seen if e.cluster_name == cluster and e.kind == EpisodeKind.NODE.value and under_way_at(e, start)
+        ]
+        failed = [failed_node_text(e, since=start - CAUSE_WINDOW, tz=self._desk.tz) for e in nodes[:5]]
+        if isinstance(verdict, Verdict):
+            names = bool(verdict.suspects) or verdict.cause is not Cause.UNKNOWN
+        else:  # what was said before stands (named_text)
+            names = row is not None and row.cause not in ("", Cause.UNKNOWN.value)
+        return cause_line(self._culprit_line(verdict, row), names_cause=names, failed=failed)
 
     async def _open(
         self,
@@ -529,8 +558,8 @@ class ThroughputMonitor:
         verdict: Assessed = None,
     ) -> None:
         unit = unit_of(rows)
-        cause = await self._likely_cause(org_id, cluster, anomaly.start, now)
-        message = f"{self._figures(detector, anomaly, unit)} {cause}\n{self._culprit_line(verdict, None)}".strip()
+        cause = await self._cause(org_id, cluster, anomaly.start, now, verdict=verdict, row=None)
+        message = f"{self._figures(detector, anomaly, unit)}\n{cause}".strip()
         columns: dict[str, Any] = {"node_ids": []}
         if isinstance(verdict, Verdict):
             columns = await self._verdict_values(org_id, cluster, verdict)
@@ -602,8 +631,8 @@ class ThroughputMonitor:
         worst = min(during) if during else 0.0  # a hang has no samples at all: nothing went through
         text = ", ".join(parts) + "." if parts else ""
         text += f" At its worst {worst:,.0f} {unit}."
-        cause = await self._likely_cause(row.org_id, row.cluster_name, since, now)
-        return f"{text} {cause}\n{named_text(row.cause, row.suspects)}".strip()
+        cause = await self._cause(row.org_id, row.cluster_name, since, now, verdict=None, row=row)
+        return f"{text}\n{cause}".strip()
 
     async def chart(
         self, org_id: str, cluster: str, job: str | None, *, hours: float, now: datetime, anomaly: Anomaly | None = None

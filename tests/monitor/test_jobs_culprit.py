@@ -249,3 +249,44 @@ async def test_a_job_alert_naming_a_node_with_a_faulty_node_alert_open_links_to_
         links = [m for m in thread(world, alert) if "faulty-node alert" in m.text and culprit in m.text]
         assert len(links) == 1, [m.text for m in thread(world, alert)]
         assert len(alerts_in(world, "Faulty node")) == 1, "still the one faulty-node alert"
+
+
+async def test_one_cause_line_the_metrics_verdict_first_then_a_node_failure_under_way_as_it_began(
+    start: Callable[..., Any], prometheus_with: Callable[..., str], seeded_aws: SeededAws
+) -> None:
+    """Issue 21: the alert said "Likely cause: node failure in the same window" naming nodes replaced long
+    before, then a second, contradicting "Likely culprit" line from the metrics."""
+    nodes = worker_nodes(seeded_aws)[:8]
+    culprit, failed = nodes[5], nodes[2]
+    now = datetime.now(UTC).replace(microsecond=0)
+    since = now - timedelta(minutes=12)
+    simulator = NodeMetricsSimulator(cluster=CLUSTER, nodes=nodes, seed=7)
+    simulator.inject(Injected(cause=Cause.THERMAL, node=culprit, start=since.timestamp(), end=None, gpu=3))
+    url = prometheus_with(simulator.series(start=(now - timedelta(hours=2)).timestamp(), end=now.timestamp()))
+
+    async with start(program_transform=with_metrics(url)) as world:
+        await world.pitcrew.ready.wait()
+        async with world.pitcrew.services.db.session() as session:  # as the node monitor stored it
+            session.add(
+                Episode(
+                    org_id=ORG,
+                    backend="hyperpod",
+                    cluster_name=CLUSTER,
+                    node_key=failed,
+                    kind="node",
+                    state="open",
+                    node_ids=[failed],
+                    status="Failure",
+                    opened_at=since + timedelta(minutes=1),
+                    failing_since=since + timedelta(minutes=1),
+                    updated_at=since + timedelta(minutes=1),
+                )
+            )
+            await session.commit()
+        await slowed_job(world, now, since=since)
+        await check(world)
+
+        (alert,) = alerts_in(world, "Training slowed down")
+        shown = body(alert)[len(alert.text) :]  # the blocks (the fallback text repeats them)
+        assert shown.count("Likely") == 1, shown
+        assert shown.index(f"Likely culprit: `{culprit}`") < shown.index(f"A node also failed as it began: `{failed}`")

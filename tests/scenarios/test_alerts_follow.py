@@ -1,7 +1,8 @@
 """Issue 21, "alerts follow their subject to the end", through the HTTP app, moto and the local Slack: an
 escalation is edited with its alert (acknowledged, recovered); a failure a silence held back is posted when
 the silence ends (pressed or run out) and escalates counting from then; a recovered node alert says what
-failed and what it is now."""
+failed and what it is now; a job alert has one cause line, naming only a node failure under way when the
+job's trouble began."""
 
 from __future__ import annotations
 
@@ -11,12 +12,16 @@ from typing import Any
 
 import pytest
 
+from bot.clusters.model import Backend
+from bot.ingest.tokens import create_token
 from sandbox.moto_support import hyperpod_progress, reset_moto_server, set_hyperpod_node_status
 from sandbox.slack import Message
 from sandbox.world import Sandbox
+from storage.models import Episode
 from tests.conftest import SeededAws
 from tests.scenarios.conftest import COORDINATION, body
 from tests.scenarios.test_node_alerts import ACCOUNT, REGION, TRAIN, XID, running_workers
+from tests.scenarios.test_throughput import CLUSTER, JOB, history, post
 
 ALICE = "U0ALICE01"
 KUMO = "C0KUMOLAB"
@@ -165,3 +170,48 @@ async def test_a_recovered_node_alert_says_what_failed_and_what_it_is_now(
     assert f"with `Failure`: {XID}" in text, text
     assert f"*Now*\n`{node}` is Running again" in text, text
     assert "*Status*" not in text, "no status that reads as if it still failed"
+
+
+async def test_a_job_alert_has_one_cause_line_naming_only_a_failure_under_way_when_it_began(
+    world: Sandbox, seeded_aws: SeededAws
+) -> None:
+    services = world.pitcrew.services
+    now = datetime.now(UTC)
+    Clock(world, now)
+    hung_at = now - timedelta(minutes=15)
+    replaced, failing = running_workers(seeded_aws)[2:4]
+
+    def failure(node: str, opened: datetime, closed: datetime | None) -> Episode:
+        return Episode(
+            org_id="kumo-labs",
+            backend=Backend.HYPERPOD.value,
+            cluster_name=CLUSTER,
+            node_key=node,
+            kind="node",
+            state="open" if closed is None else "closed",
+            node_ids=[node],
+            group_name="worker-group-1",
+            instance_type="ml.p5.48xlarge",
+            status="Failure",
+            message=XID,
+            opened_at=opened,
+            failing_since=opened,
+            updated_at=closed or opened,
+            closed_at=closed,
+        )
+
+    async with services.db.session() as session:  # as the node monitor stored them
+        session.add(failure(replaced, hung_at - timedelta(minutes=35), hung_at - timedelta(minutes=10)))
+        session.add(failure(failing, hung_at + timedelta(minutes=1), None))
+        await session.commit()
+    token = await create_token(services.db, org_id="kumo-labs", created_by="test")
+    await post(world, token, history(hung_at))
+    await services.throughput.check()
+    await services.drain()
+    (alert,) = top_level(world, KUMO, "Training stalled")
+    text = body(alert)
+    assert failing in text, "a node that failed as the job hung is offered"
+    assert replaced not in text, "a node failed and replaced before the hang is not"
+    shown = text[len(alert.text) :]  # the blocks (the fallback text repeats them)
+    assert shown.count("Likely") == 1, shown
+    assert JOB in text
