@@ -1,8 +1,9 @@
 """Idle accelerators: after each node sweep (it hands this monitor every org's complete listing, as it does
 the usage ledger), a cluster whose GPU/Trainium nodes have run no job for the org's `idle_after_hours` gets
 one `idle` notice in the org's channel saying what they cost ("12 x p5.48xlarge idle for 6 h, about $X a day
-at the price table"); it is edited as the idle time grows (hourly, or at half the threshold where that is
-shorter) and closed when a job of that cluster reports again, or when its accelerator nodes are gone.
+at the price table"); it is edited as the idle time grows (hourly: a notice is no ticker) or its idle nodes
+change, and closed saying what happened: a job of that cluster reported again (busy), its compute fleet or
+its accelerator nodes stopped, or they are gone.
 
 "No job" is: no throughput sample from any job of the cluster (raw samples, events included, and the
 one-minute rollups that outlive them) and no open job alert on it (a hung job is a job; its own alert says
@@ -33,7 +34,7 @@ from bot.alerts.desk import AlertDesk
 from bot.alerts.kind import Tone
 from bot.alerts.kinds import idle as idle_kind
 from bot.alerts.kinds import job as job_kind
-from bot.clusters.model import Cluster, Node, Phase
+from bot.clusters.model import Cluster, FleetPhase, Node, Phase
 from bot.clusters.templates import PriceTable
 from bot.config import OrgConfig, normalize_instance_type
 from bot.monitor.nodes import UsageObserver
@@ -48,7 +49,6 @@ log = logging.getLogger(__name__)
 ACCELERATOR_FAMILY = re.compile(r"^(p|g|trn|inf|dl)\d")
 NOT_RUNNING = frozenset({"stopped", "stopping"})  # EC2 states of an instance that is not billed as running
 UPDATE_EVERY = timedelta(hours=1)  # the notice's idle time and cost are edited at most this often
-MIN_UPDATE_EVERY = timedelta(minutes=1)
 # How far back a cluster's last sample is looked for: past the raw retention, in the rollups. A cluster idle
 # longer than this is said to be idle since then ("at least").
 LOOK_BACK = timedelta(days=28)
@@ -80,6 +80,7 @@ class IdleLook:
     job_active: bool
     last_activity: datetime | None
     known: bool = True  # False for a cluster in transition: nothing opens or closes
+    stopped: bool = False  # its compute fleet, or some of its accelerator nodes, are stopped (not gone)
 
     @property
     def counts(self) -> list[tuple[str, int]]:
@@ -106,7 +107,13 @@ def look(cluster: Cluster, *, last_activity: datetime | None, job_active: bool, 
     since = None
     if start is not None:
         since = max(start, last_activity or floor)
-    return IdleLook(nodes=nodes, since=since, job_active=job_active, last_activity=last_activity, known=known)
+    # A stopped ParallelCluster fleet terminates its compute nodes: they are stopped, not gone for good.
+    stopped = cluster.fleet in (FleetPhase.STOPPING, FleetPhase.STOPPED) or any(
+        is_accelerator(node.instance_type) and node.status in NOT_RUNNING for node in cluster.nodes
+    )
+    return IdleLook(
+        nodes=nodes, since=since, job_active=job_active, last_activity=last_activity, known=known, stopped=stopped
+    )
 
 
 @dataclass(frozen=True)
@@ -130,11 +137,15 @@ def decide(seen: IdleLook, *, open_since: datetime | None, after: timedelta, now
         if seen.job_active or reported:
             return Decision("close", idle_kind.BUSY)
         if not seen.nodes:
-            return Decision("close", idle_kind.RELEASED)
+            return Decision("close", idle_kind.STOPPED if seen.stopped else idle_kind.GONE)
         return Decision("update")
     if seen.job_active or not seen.nodes or seen.since is None:
         return NOTHING
     return Decision("open") if now - seen.since >= after else NOTHING
+
+
+def seen_ids(seen: IdleLook) -> list[str]:
+    return [node.node_id for node in seen.nodes]
 
 
 def counts_text(counts: Sequence[tuple[str, int]]) -> str:
@@ -179,12 +190,10 @@ class IdleMonitor:
         self._update_every = update_every
         self._look_back = look_back
 
-    def _every(self, after: timedelta) -> timedelta:
-        """How often a notice is edited: update_every, else hourly, or half the threshold where it is shorter
-        (the sandbox's minutes), but never more often than every minute."""
-        if self._update_every is not None:
-            return self._update_every
-        return max(MIN_UPDATE_EVERY, min(UPDATE_EVERY, after / 2))
+    def _every(self) -> timedelta:
+        """How often a growing idle time is edited: hourly, whatever the threshold (the sandbox's 3 minutes
+        made it an edit every few sweeps, and a notice is no ticker)."""
+        return self._update_every or UPDATE_EVERY
 
     async def threshold_of(self, org: OrgConfig) -> timedelta | None:
         """The org's threshold, knowing whether it reports jobs (a `throughput` source or an ingest token)."""
@@ -225,12 +234,12 @@ class IdleMonitor:
             opened_since = (found.failing_since or found.opened_at) if found is not None else None
             decision = decide(seen, open_since=opened_since, after=after, now=now)
             try:
-                changed += await self._apply(org_id, cluster, seen, decision, found, now, after)
+                changed += await self._apply(org_id, cluster, seen, decision, found, now)
             except Exception:
                 log.exception("idle check of %s/%s failed", org_id, cluster.name)
         for row in mine.values():  # the cluster is gone from a complete listing
-            note = "The cluster is gone: its accelerators are no longer idle."
-            changed += await self._close(row, now, status=idle_kind.RELEASED, note=note)
+            note = "The cluster is gone: its accelerators with it."
+            changed += await self._close(row, now, status=idle_kind.GONE, note=note)
         return changed
 
     async def _last_activity(
@@ -275,7 +284,6 @@ class IdleMonitor:
         decision: Decision,
         row: Episode | None,
         now: datetime,
-        after: timedelta,
     ) -> int:
         if decision.action == "open":
             return await self._open(org_id, cluster, seen, now)
@@ -286,18 +294,20 @@ class IdleMonitor:
             if decision.status == idle_kind.BUSY:
                 reported = when(at, self._desk.tz)
                 note = f"A job reported on `{escape(cluster.ref)}` at {reported}: its accelerators are busy again."
+            elif decision.status == idle_kind.STOPPED:
+                note = f"`{escape(cluster.ref)}`'s accelerator nodes were stopped, not put to work."
             else:
-                note = f"`{escape(cluster.ref)}` has no accelerator nodes running any more."
+                note = f"`{escape(cluster.ref)}` has no accelerator nodes any more."
             return await self._close(row, at, status=decision.status, note=note, now=now)
         if decision.action == "update":
-            return await self._update(row, seen, now, after)
+            return await self._update(row, seen, now)
         return 0
 
     def _values(self, seen: IdleLook) -> dict[str, object]:
         counts = seen.counts
         return {
             "instance_type": seen.main_type[:32],
-            "node_ids": [node.node_id for node in seen.nodes],
+            "node_ids": seen_ids(seen),
             "message": idle_kind.message(counts_text(counts), cost_text(counts, self._prices))[:1000],
         }
 
@@ -324,11 +334,11 @@ class IdleMonitor:
         )
         return 1
 
-    async def _update(self, row: Episode, seen: IdleLook, now: datetime, after: timedelta) -> int:
+    async def _update(self, row: Episode, seen: IdleLook, now: datetime) -> int:
         """The idle time grows (edited at most every update_every), or the idle nodes changed (edited now)."""
         values = self._values(seen)
-        nodes_changed = values["node_ids"] != row.node_ids
-        if not nodes_changed and now - row.updated_at < self._every(after):
+        nodes_changed = set(seen_ids(seen)) != set(row.node_ids)  # a listing's order is no change
+        if not nodes_changed and now - row.updated_at < self._every():
             return 0
         await self._desk.update(row, {**values, "updated_at": now})
         await self._desk.refresh(row, coordination=True)  # the message and its coordination line, as of now

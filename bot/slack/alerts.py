@@ -460,9 +460,11 @@ class CapacityPresenter:
         return capacity_held_back(row)
 
 
-IDLE_CLOSED = {
+IDLE_CLOSED = {  # how a notice closed, as it happened: only "Busy again" means its nodes were put to work
     idle_kind.BUSY: "Busy again",
-    idle_kind.RELEASED: "No longer idle",
+    idle_kind.STOPPED: "Nodes stopped",
+    idle_kind.GONE: "Nodes gone",
+    idle_kind.RELEASED: "No longer watched",
 }
 
 
@@ -480,7 +482,7 @@ def idle_alert(
         title = f"Idle accelerators: `{ref}`"
         summary = f"*{escape(counts)} idle for {idle_for}*" + (f", {escape(cost)}" if cost else "")
     else:
-        title = f"{IDLE_CLOSED.get(episode.status, 'No longer idle')} after {idle_for} idle: `{ref}`"
+        title = f"{IDLE_CLOSED.get(episode.status, 'No longer watched')} after {idle_for} idle: `{ref}`"
         summary = f"{escape(counts)} were idle for {idle_for}" + (f" ({escape(cost)})" if cost else "")
     backend = Backend(episode.backend).label if episode.backend in {b.value for b in Backend} else episode.backend
     shown = ", ".join(f"`{escape(n)}`" for n in episode.node_ids[:NODES_LISTED])
@@ -491,7 +493,7 @@ def idle_alert(
         f"*No job since*\n{when(since, tz)}",
         f"*Nodes*\n{shown}" + (f" and {more} more" if more > 0 else ""),
     ]
-    icon = ":zzz:" if is_open else ":large_green_circle:"
+    icon = ":zzz:" if is_open else ":large_green_circle:" if episode.status == idle_kind.BUSY else ":white_circle:"
     body: list[Block] = [section(f"{icon} *{title}*"), section(summary, fields=fields[:10])]
     if is_open:
         body.append(
@@ -516,8 +518,9 @@ def idle_coordination_line(episode: Any, *, channel: str, now: datetime) -> Repl
         text = f":zzz: `{ref}`: {what} · details in <#{channel}>"
     else:
         took = _duration(since, episode.closed_at or now)
-        closed = IDLE_CLOSED.get(episode.status, "no longer idle").lower()
-        text = f":large_green_circle: `{ref}`: {escape(counts)} {closed} after {took} idle · <#{channel}>"
+        closed = IDLE_CLOSED.get(episode.status, "no longer watched").lower()
+        icon = ":large_green_circle:" if episode.status == idle_kind.BUSY else ":white_circle:"
+        text = f"{icon} `{ref}`: {escape(counts)}: {closed} after {took} idle · <#{channel}>"
     return Reply(text=text.replace("`", ""), blocks=[section(text)], public=True)
 
 

@@ -129,9 +129,15 @@ def test_idleness_begins_at_the_last_sample_or_the_nodes_launch_and_never_before
     job_active=st.booleans(),
     has_nodes=st.booleans(),
     reported_since_open=st.one_of(st.none(), st.booleans()),
+    stopped=st.booleans(),
 )
 def test_decide_opens_after_the_threshold_and_closes_only_when_a_job_reports_or_the_nodes_go(
-    idle_minutes: int, after_minutes: int, job_active: bool, has_nodes: bool, reported_since_open: bool | None
+    idle_minutes: int,
+    after_minutes: int,
+    job_active: bool,
+    has_nodes: bool,
+    reported_since_open: bool | None,
+    stopped: bool,
 ) -> None:
     now = T0 + timedelta(days=10)
     since = now - timedelta(minutes=idle_minutes)
@@ -145,12 +151,12 @@ def test_decide_opens_after_the_threshold_and_closes_only_when_a_job_reports_or_
         return
     opened = since - timedelta(minutes=5)
     last = since if reported_since_open else opened - timedelta(minutes=1)
-    seen = IdleLook(nodes=nodes, since=since, job_active=job_active, last_activity=last)
+    seen = IdleLook(nodes=nodes, since=since, job_active=job_active, last_activity=last, stopped=stopped)
     decision = decide(seen, open_since=opened, after=after, now=now)
     if job_active or reported_since_open:
-        assert (decision.action, decision.status) == ("close", idle_kind.BUSY)
-    elif not has_nodes:
-        assert (decision.action, decision.status) == ("close", idle_kind.RELEASED)
+        assert (decision.action, decision.status) == ("close", idle_kind.BUSY), "only a job is put to work"
+    elif not has_nodes:  # said as it happened: stopped, or gone
+        assert (decision.action, decision.status) == ("close", idle_kind.STOPPED if stopped else idle_kind.GONE)
     else:
         assert decision.action == "update", "a notice stays open however the threshold compares"
 
@@ -311,7 +317,7 @@ async def test_two_replicas_post_one_notice_and_a_cluster_gone_closes_it(
     assert len(notices(slack, channel)) == 1
     assert await pair[1].observe(KUMO, []) == 1, "a complete listing without it: the cluster is gone"
     [row] = await stored(db)
-    assert (row.state, row.status) == ("closed", idle_kind.RELEASED)
+    assert (row.state, row.status) == ("closed", idle_kind.GONE)
 
 
 async def test_a_cluster_whose_raw_samples_were_pruned_is_idle_since_its_last_rollup(

@@ -2,10 +2,11 @@
 escalation is edited with its alert (acknowledged, recovered); a failure a silence held back is posted when
 the silence ends (pressed or run out) and escalates counting from then; a recovered node alert says what
 failed and what it is now; a job alert has one cause line, naming only a node failure under way when the
-job's trouble began."""
+job's trouble began; an idle notice closes saying what happened to its nodes, and is edited hourly."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from bot.clusters.model import Backend
+from bot.config import ProgramConfig
 from bot.ingest.tokens import create_token
 from sandbox.moto_support import hyperpod_progress, reset_moto_server, set_hyperpod_node_status
 from sandbox.slack import Message
@@ -25,6 +27,7 @@ from tests.scenarios.test_throughput import CLUSTER, JOB, history, post
 
 ALICE = "U0ALICE01"
 KUMO = "C0KUMOLAB"
+DEV = "kumo-p5-dev"  # ParallelCluster, 4 x p5.48xlarge and no job: the seeded program's idle cluster
 
 
 @pytest.fixture
@@ -215,3 +218,38 @@ async def test_a_job_alert_has_one_cause_line_naming_only_a_failure_under_way_wh
     shown = text[len(alert.text) :]  # the blocks (the fallback text repeats them)
     assert shown.count("Likely") == 1, shown
     assert JOB in text
+
+
+def idle_after_3_minutes(program: ProgramConfig) -> ProgramConfig:
+    """kumo-labs' idle threshold as `pitcrew demo` sets it."""
+    orgs = [o.model_copy(update={"idle_after_hours": 0.05}) if o.id == "kumo-labs" else o for o in program.orgs]
+    return program.model_copy(update={"orgs": orgs})
+
+
+async def test_an_idle_notice_is_edited_hourly_and_closes_saying_its_nodes_were_stopped(
+    sandbox_factory: Callable[..., Any], reseed: None
+) -> None:
+    async with sandbox_factory(program_transform=idle_after_3_minutes) as world:
+        await world.pitcrew.ready.wait()
+        clock = Clock(world, datetime.now(UTC))
+        clock.at(timedelta(minutes=4))
+        await sweep(world)
+        (notice,) = [m for m in top_level(world, KUMO, DEV) if "idle" in m.text]
+        for _ in range(20):  # sweeps every 15 s, as in the demo, for 5 minutes
+            clock.at(timedelta(seconds=15))
+            await sweep(world)
+        assert now_of(world, notice).edits == 0, "not an edit every few sweeps"
+        clock.at(timedelta(minutes=56))
+        await sweep(world)
+        assert now_of(world, notice).edits == 1, "an hour after it opened: one edit"
+
+        org = world.program.org("kumo-labs")
+        assert org is not None
+        backend: Any = world.pitcrew.services.fleet._backend(org, Backend.PCLUSTER)
+        await asyncio.to_thread(lambda: backend.set_compute_fleet(name=DEV, status="STOP_REQUESTED"))
+        world.pcluster_api.advance(ACCOUNT, REGION, DEV)
+        clock.at(timedelta(minutes=1))
+        await sweep(world)
+        closed = now_of(world, notice)
+        assert closed.text.startswith("Nodes stopped after"), closed.text
+        assert "No longer idle" not in body(closed) and "Busy again" not in body(closed)

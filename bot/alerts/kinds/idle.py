@@ -5,8 +5,9 @@ job reports again (or the nodes are gone).
 Its episode (written by bot.monitor.idle; the digest and the Home read it): kind "idle", the cluster's own
 backend, node_key "cluster", instance_type the accelerator type with the most idle nodes, node_ids the idle
 accelerator nodes, failing_since when idleness began (the cluster's last throughput sample, or its nodes'
-launch), opened_at when the notice opened, closed_at when a job reported again. Its message holds the counts
-and the cost, one per line (`message` / `read_message` below), so the presenter needs no price table."""
+launch), opened_at when the notice opened, closed_at when a job reported again or its nodes stopped or went.
+Its message holds the counts and the cost, one per line (`message` / `read_message` below), so the presenter
+needs no price table."""
 
 from __future__ import annotations
 
@@ -19,8 +20,11 @@ from storage.models import Episode
 NAME = "idle"
 NODE_KEY = "cluster"
 IDLE = "idle"  # Episode.status while open
-BUSY = "busy"  # Episode.status once closed because a job reported again
-RELEASED = "released"  # Episode.status once closed because its accelerator nodes (or the cluster) are gone
+# Episode.status once closed, as it happened: only BUSY means the nodes were put to work.
+BUSY = "busy"  # a job reported again
+STOPPED = "stopped"  # its compute fleet (or its accelerator nodes) stopped
+GONE = "gone"  # its accelerator nodes, or the cluster, are gone
+RELEASED = "released"  # no longer watched (the org turned idle notices off); older notices closed as either
 
 
 @dataclass(frozen=True)
