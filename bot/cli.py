@@ -13,6 +13,7 @@ import socket as net  # `socket` is the Socket Mode command below
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -401,11 +402,11 @@ def throughput_replay(
     cluster_label: str | None = None,
     sigv4: bool = False,
     region: str | None = None,
+    until: datetime | timedelta | None = None,
 ) -> int:
     """Print the detector's episodes over a recorded trace, one JSON object per line (tuning thresholds); with
-    `metrics_url`, the cause and suspects per-node metrics from that Prometheus show, and faulty nodes."""
-    from datetime import timedelta
-
+    `metrics_url`, the cause and suspects per-node metrics from that Prometheus show, and faulty nodes; with
+    `until`, the clock runs on past the last row (so a trace ending in a hang reports it)."""
     from bot.monitor.replay import ReplayError, TraceSpan, iso, replay_csv, with_culprits
     from bot.monitor.throughput import Thresholds
 
@@ -422,7 +423,7 @@ def throughput_replay(
         return REPLAY_METRICS_PROBLEM
     span = TraceSpan()
     try:
-        episodes = replay_csv(path, thresholds, span=None if config is None else span)
+        episodes = replay_csv(path, thresholds, span=None if config is None else span, until=until)
         if config is None:  # streamed as detected: nothing to wait for
             for episode in episodes:
                 print(json.dumps(episode), flush=False)
@@ -596,6 +597,15 @@ def _port(value: str) -> int:
     return port
 
 
+def _until(value: str) -> datetime | timedelta:
+    from bot.monitor.replay import parse_until
+
+    try:
+        return parse_until(value)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="pitcrew", description="Slack chat-ops for a multi-org training program.")
     sub = top.add_subparsers(dest="command", required=True)
@@ -619,7 +629,10 @@ def parser() -> argparse.ArgumentParser:
         "replay", help="run the stall detector over a recorded CSV trace; print one JSON line per episode"
     )
     replay.add_argument(
-        "file", type=Path, metavar="FILE.csv", help="header: ts,org,cluster,job,tokens_per_second,event"
+        "file",
+        type=Path,
+        metavar="FILE.csv",
+        help="header: ts,org,cluster,job,tokens_per_second (or samples_per_second), optional step,event,nodes",
     )
     replay.add_argument("--stall-after", type=float, default=10.0, metavar="MIN", help="minutes (default 10)")
     replay.add_argument("--drop-ratio", type=float, default=0.6, metavar="R", help="of the baseline (default 0.6)")
@@ -638,6 +651,13 @@ def parser() -> argparse.ArgumentParser:
         help="sign requests (Amazon Managed Service for Prometheus) with the standard AWS credential chain",
     )
     replay.add_argument("--region", metavar="REGION", help="the workspace's region, with --sigv4 (default: AWS's)")
+    replay.add_argument(
+        "--until",
+        type=_until,
+        metavar="TIME",
+        help="run the clock past the last row, to a time (2026-11-29T12:00:00Z) or end+DURATION (end+30m, end+2h), "
+        "so a trace that ends in a hang reports it",
+    )
     track = sub.add_parser("track", help="tracking records")
     track_sub = track.add_subparsers(dest="track_command", required=True)
     export = track_sub.add_parser("export", help="write an org's living tracking document (Markdown)")
@@ -703,6 +723,7 @@ def main(argv: list[str] | None = None) -> int:
             cluster_label=args.cluster_label,
             sigv4=args.sigv4,
             region=args.region,
+            until=args.until,
         )
     if args.command == "onboard":
         return onboard(

@@ -1,11 +1,16 @@
 """Replay a recorded throughput trace through the detector: one episode per stall or slowdown, as JSON-ready dicts.
 
-The trace is a CSV with the header `ts,org,cluster,job,tokens_per_second,event`: ts in ISO-8601 UTC ending in
-`Z`, rows in time order across all jobs, `tokens_per_second` empty on `start`/`end` rows (a value there is
-taken as a sample too). Each job (org, cluster, job) gets its own `JobDetector`. Before each row, every job
-whose stall deadline has come is advanced to that deadline, so a hang is detected at its last good sample +
-`stall_after`, as the live bot would, and not at the next row; a heap of deadlines keeps that cheap however
-many jobs there are. At the end of the trace every job is advanced to the last ts in the file.
+The trace is a CSV whose columns are the ingest API's sample keys, named in its header in any order: `ts, org,
+cluster, job`, `tokens_per_second` or `samples_per_second` (one unit per job), and optionally `step`, `event`,
+`nodes` (e.g. `ts,org,cluster,job,tokens_per_second,event`). ts in ISO-8601 UTC ending in `Z`, rows in time
+order across all jobs, the rate empty on `start`/`end` rows (a value there is taken as a sample too); `step`
+and `nodes` are checked (whole numbers) but not used by the detector. Each job (org, cluster, job) gets its own
+`JobDetector`. Before each row, every job whose stall deadline has come is advanced to that deadline, so a hang
+is detected at its last good sample + `stall_after`, as the live bot would, and not at the next row; a heap of
+deadlines keeps that cheap however many jobs there are. At the end of the trace every job is advanced to the
+last ts in the file, or past it to `until` (a time, or a duration after the last row: `parse_until` reads
+`2026-11-29T12:00:00Z` and `end+30m`), so a trace that ends in a hang reports it, as the live bot would once
+`stall_after` had passed with no sample.
 
 Episodes come out in the order they were detected, each once it has ended (or at the end of the trace,
 `end` None if it had not): `{"kind", "org", "cluster", "job", "start", "detected_at", "end", "cause",
@@ -14,12 +19,13 @@ are what can name one).
 
 With per-node metrics (`pitcrew throughput replay FILE.csv --metrics-url URL`) a second step, kept apart so
 the replay itself stays free of I/O, names them: `replay`/`replay_csv` fill a `TraceSpan` (each cluster's
-orgs and first ts, the trace's last ts); `read_trace_metrics` reads each cluster once through a reader over
-[its first ts - HEALTHY_BEFORE, the last ts]; `with_culprits` (pure) gives each job episode the cause and
-suspects `find_culprit` finds over [start, end or the last ts] against the hour before, and adds the
-`faulty_node` episodes `faulty_episodes` finds over the same metrics: `{"kind": "faulty_node", "org",
-"cluster", "job": None, "node", "cause", "suspects": [node], "start", "detected_at", "end"}`. All of them come
-out sorted by detected_at (then kind, org, cluster, job, node). A cluster without metrics keeps "unknown"/[].
+orgs and first ts, the trace's last ts, or `until` where the clock ran past it); `read_trace_metrics` reads
+each cluster once through a reader over [its first ts - HEALTHY_BEFORE, the last ts]; `with_culprits` (pure)
+gives each job episode the cause and suspects `find_culprit` finds over [start, end or the last ts] against
+the hour before, and adds the `faulty_node` episodes `faulty_episodes` finds over the same metrics:
+`{"kind": "faulty_node", "org", "cluster", "job": None, "node", "cause", "suspects": [node], "start",
+"detected_at", "end"}`. All of them come out sorted by detected_at (then kind, org, cluster, job, node). A
+cluster without metrics keeps "unknown"/[].
 """
 
 from __future__ import annotations
@@ -27,10 +33,11 @@ from __future__ import annotations
 import csv
 import heapq
 import math
+import re
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +46,14 @@ from bot.monitor.throughput import DEFAULT_THRESHOLDS, Anomaly, JobDetector, Sam
 from bot.node_metrics.culprit import HEALTHY_BEFORE, faulty_episodes, find_culprit
 from bot.node_metrics.series import ClusterMetrics, FaultEpisode
 
-HEADER = ("ts", "org", "cluster", "job", "tokens_per_second", "event")
+HEADER = ("ts", "org", "cluster", "job", "tokens_per_second", "event")  # the usual header; any order of COLUMNS
+REQUIRED = ("ts", "org", "cluster", "job")
+VALUE_COLUMNS = ("tokens_per_second", "samples_per_second")
+COLUMNS = (*REQUIRED, *VALUE_COLUMNS, "step", "event", "nodes")  # the ingest API's sample keys
+COLUMNS_HINT = "ts,org,cluster,job, tokens_per_second or samples_per_second, and optionally step, event, nodes"
 JobKey = tuple[str, str, str]
 DetectorFactory = Callable[[Thresholds], JobDetector]  # or a peer with JobDetector's interface (a benchmark's)
+Until = datetime | timedelta  # where the replay's clock stops: a time, or a duration after the last row
 
 
 class ReplayError(ValueError):
@@ -57,6 +69,31 @@ def iso(ts: datetime) -> str:
     return ts.astimezone(UTC).replace(tzinfo=None).isoformat() + "Z"
 
 
+_OFFSET = re.compile(r"end\s*\+\s*((?:\d+(?:\.\d+)?\s*[smhd]\s*)+)", re.IGNORECASE)
+_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd])", re.IGNORECASE)
+_UNIT = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+UNTIL_HINT = "give a time such as 2026-11-29T12:00:00Z, or end+DURATION such as end+30m, end+2h, end+1h30m"
+
+
+def parse_until(text: str) -> Until:
+    """`--until`: an ISO-8601 time with Z or an offset (an aware datetime), or `end+DURATION` (a timedelta after
+    the last row; units s, m, h, d, combinable). Raises ValueError with one sentence saying how to give it."""
+    given = text.strip()
+    offset = _OFFSET.fullmatch(given)
+    if offset is not None:
+        seconds = sum(float(number) * _UNIT[unit.lower()] for number, unit in _PART.findall(offset.group(1)))
+        if seconds <= 0:
+            raise ValueError(f"{text!r} adds nothing to the last row's time: {UNTIL_HINT}")
+        return timedelta(seconds=seconds)
+    try:
+        at = datetime.fromisoformat(given[:-1] + "+00:00" if given[-1:] in ("Z", "z") else given)
+    except ValueError:
+        raise ValueError(f"{text!r} is neither a time nor end+DURATION: {UNTIL_HINT}") from None
+    if at.tzinfo is None:
+        raise ValueError(f"{text!r} has no time zone: end it with Z (UTC), e.g. 2026-11-29T12:00:00Z")
+    return at.astimezone(UTC)
+
+
 @dataclass(kw_only=True)
 class ClusterSpan:
     """The rows of one cluster in a trace: the orgs that name it (in order of appearance) and its first ts."""
@@ -70,7 +107,7 @@ class TraceSpan:
     """Where and when a trace's rows are, filled as the replay reads them: what the metrics are read over."""
 
     clusters: dict[str, ClusterSpan] = field(default_factory=dict)
-    last: datetime | None = None  # the last ts of the whole trace: where the replay advances every job
+    last: datetime | None = None  # the last ts of the whole trace, or `until`: where the replay advances every job
 
     def observe(self, org: str, cluster: str, ts: datetime) -> None:
         span = self.clusters.get(cluster)
@@ -92,17 +129,38 @@ def replay(
     *,
     detector: DetectorFactory = JobDetector,
     span: TraceSpan | None = None,
+    until: Until | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Replay rows as `csv.DictReader` gives them (the first row is line 2 of the file); `span`, when given, is
-    filled as the rows are read (complete once the iterator is exhausted)."""
-    return _replay(enumerate(rows, start=2), thresholds, detector, span)
+    filled as the rows are read (complete once the iterator is exhausted); `until` runs the clock past the last
+    row (a time no row may be after, or a duration after the last row)."""
+    return _replay(enumerate(rows, start=2), thresholds, detector, span, until)
 
 
 def replay_csv(
-    path: Path, thresholds: Thresholds = DEFAULT_THRESHOLDS, *, span: TraceSpan | None = None
+    path: Path,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    *,
+    span: TraceSpan | None = None,
+    until: Until | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Replay a CSV file; raises ReplayError (naming the line) on a bad header or row, as it reaches it."""
-    return _replay(_read_csv(Path(path)), thresholds, JobDetector, span)
+    return _replay(_read_csv(Path(path)), thresholds, JobDetector, span, until)
+
+
+def header_problem(names: Sequence[str]) -> str | None:
+    """What is wrong with a trace's column names, in one sentence, or None: every name one of COLUMNS, once,
+    with REQUIRED and at least one of VALUE_COLUMNS."""
+    unknown = [name for name in names if name not in COLUMNS]
+    if unknown:
+        return f"unknown column {_short(unknown[0])}"
+    doubled = sorted({name for name in names if names.count(name) > 1})
+    if doubled:
+        return f"column {doubled[0]} is given twice"
+    missing = [name for name in REQUIRED if name not in names]
+    if not any(name in names for name in VALUE_COLUMNS):
+        missing.append(" or ".join(VALUE_COLUMNS))
+    return f"it lacks {', '.join(missing)}" if missing else None
 
 
 def _read_csv(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
@@ -110,15 +168,17 @@ def _read_csv(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
         reader = csv.reader(handle)
         header = next(reader, None)
         if header is None:
-            raise ReplayError(1, f"the file is empty; expected the header {','.join(HEADER)}")
-        if tuple(name.strip() for name in header) != HEADER:
-            raise ReplayError(1, f"the header is {_short(','.join(header))}; expected {','.join(HEADER)}")
+            raise ReplayError(1, f"the file is empty; expected a header such as {','.join(HEADER)}")
+        names = tuple(name.strip() for name in header)
+        problem = header_problem(names)
+        if problem is not None:
+            raise ReplayError(1, f"the header is {_short(','.join(header))}: {problem}; expected {COLUMNS_HINT}")
         for fields in reader:
             if not fields:  # a blank line
                 continue
-            if len(fields) != len(HEADER):
-                raise ReplayError(reader.line_num, f"{len(fields)} fields; expected {len(HEADER)} ({','.join(HEADER)})")
-            yield reader.line_num, dict(zip(HEADER, fields, strict=True))
+            if len(fields) != len(names):
+                raise ReplayError(reader.line_num, f"{len(fields)} fields; expected {len(names)} ({','.join(names)})")
+            yield reader.line_num, dict(zip(names, fields, strict=True))
 
 
 def _short(text: object, limit: int = 60) -> str:
@@ -165,36 +225,76 @@ def _parse_ts(text: str | None, line: int) -> datetime:
     return ts.replace(tzinfo=UTC)
 
 
-def _parse_row(row: dict[str, str], line: int) -> tuple[JobKey, str | None, float | None]:
+@dataclass(frozen=True, slots=True)
+class _Row:
+    key: JobKey
+    event: str | None
+    value: float | None
+    unit: str | None  # the column the value came from; None on an event row without one
+    step: int | None  # checked, not used by the detector
+    nodes: int | None  # checked, not used by the detector yet
+
+
+def _parse_row(row: dict[str, str], line: int) -> _Row:
     if None in row:
-        raise ReplayError(line, f"more fields than the header ({','.join(HEADER)})")
-    missing = [name for name in HEADER if name not in row]
+        raise ReplayError(line, f"more fields than the header ({','.join(name for name in row if name)})")
+    missing = [name for name in REQUIRED if name not in row]
+    if not any(name in row for name in VALUE_COLUMNS):
+        missing.append(" or ".join(VALUE_COLUMNS))
     if missing:
-        raise ReplayError(1, f"the header lacks {','.join(missing)}; expected {','.join(HEADER)}")
-    if any(row[name] is None for name in HEADER):
-        raise ReplayError(line, f"fewer fields than the header ({','.join(HEADER)})")
+        raise ReplayError(1, f"the header lacks {', '.join(missing)}; expected {COLUMNS_HINT}")
+    if any(text is None for text in row.values()):
+        raise ReplayError(line, f"fewer fields than the header ({','.join(row)})")
     org, cluster, job = row["org"].strip(), row["cluster"].strip(), row["job"].strip()
     for name, text in (("org", org), ("cluster", cluster), ("job", job)):
         if not text:
             raise ReplayError(line, f"{name} is empty")
-    event_text = row["event"].strip()
+    event_text = (row.get("event") or "").strip()
     if event_text not in ("", "start", "end"):
         raise ReplayError(line, f"unknown event {_short(event_text)} (expected start, end or empty)")
     event = event_text or None
-    value_text = row["tokens_per_second"].strip()
+    given = [(name, row[name].strip()) for name in VALUE_COLUMNS if name in row and row[name].strip()]
+    if len(given) > 1:
+        raise ReplayError(line, "both tokens_per_second and samples_per_second are given; give one (one unit per job)")
     value: float | None = None
-    if value_text:
+    unit: str | None = None
+    if given:
+        unit, value_text = given[0]
         try:
             value = float(value_text)
         except ValueError:
-            raise ReplayError(line, f"tokens_per_second {_short(value_text)} is not a number") from None
+            raise ReplayError(line, f"{unit} {_short(value_text)} is not a number") from None
         if not math.isfinite(value):
-            raise ReplayError(line, f"tokens_per_second {_short(value_text)} is not a finite number")
+            raise ReplayError(line, f"{unit} {_short(value_text)} is not a finite number")
         if value < 0:
-            raise ReplayError(line, f"tokens_per_second {_short(value_text)} is negative")
+            raise ReplayError(line, f"{unit} {_short(value_text)} is negative")
     elif event is None:
-        raise ReplayError(line, "tokens_per_second is empty (only start and end rows may leave it empty)")
-    return (org, cluster, job), event, value
+        columns = [name for name in VALUE_COLUMNS if name in row]
+        raise ReplayError(
+            line,
+            f"{' and '.join(columns)} {'is' if len(columns) == 1 else 'are'} empty (only start and end rows may "
+            "leave it empty)",
+        )
+    return _Row(
+        key=(org, cluster, job),
+        event=event,
+        value=value,
+        unit=unit,
+        step=_whole(row.get("step"), "step", 0, line),
+        nodes=_whole(row.get("nodes"), "nodes", 1, line),
+    )
+
+
+def _whole(text: str | None, name: str, least: int, line: int) -> int | None:
+    if text is None or not text.strip():
+        return None
+    try:
+        number = int(text.strip())
+    except ValueError:
+        number = least - 1
+    if number < least:
+        raise ReplayError(line, f"{name} {_short(text.strip())} is not a whole number of at least {least}")
+    return number
 
 
 def _replay(
@@ -202,8 +302,10 @@ def _replay(
     thresholds: Thresholds,
     make_detector: DetectorFactory,
     span: TraceSpan | None,
+    until: Until | None = None,
 ) -> Iterator[dict[str, Any]]:
     detectors: dict[JobKey, JobDetector] = {}
+    units: dict[JobKey, str] = {}  # each job's rate column: a job's baseline means nothing across units
     deadlines: list[tuple[datetime, int, JobKey]] = []  # (deadline, tie-break, job); at most one entry per job
     queued: set[JobKey] = set()
     pending: deque[_Episode] = deque()  # in order of detection; emitted once ended (or at the end)
@@ -241,7 +343,12 @@ def _replay(
     previous_text: str | None = None
     previous_ts: datetime | None = None
     for line, row in numbered:
-        key, event, value = _parse_row(row, line)
+        parsed = _parse_row(row, line)
+        key, event, value = parsed.key, parsed.event, parsed.value
+        if parsed.unit is not None and units.setdefault(key, parsed.unit) != parsed.unit:
+            raise ReplayError(
+                line, f"job {key[2]} gives {parsed.unit} here but {units[key]} before; give one unit per job"
+            )
         text = row["ts"]
         if text == previous_text and previous_ts is not None:
             ts = previous_ts
@@ -250,6 +357,10 @@ def _replay(
             if previous_ts is not None and ts < previous_ts:
                 raise ReplayError(
                     line, f"ts {text} is before the previous row's {iso(previous_ts)} (rows must be in time order)"
+                )
+            if isinstance(until, datetime) and ts > until:
+                raise ReplayError(
+                    line, f"ts {text} is after --until {iso(until)}; give a later time, or end+DURATION (e.g. end+30m)"
                 )
             previous_text, previous_ts = text, ts
         if span is not None:
@@ -268,9 +379,14 @@ def _replay(
         while pending and pending[0].end is not None:
             yield pending.popleft().as_dict()
     if previous_ts is not None:
-        fire_until(previous_ts)
+        end = previous_ts
+        if until is not None:  # the clock runs on with no sample: a job silent at the end stalls, as it would live
+            end = until if isinstance(until, datetime) else previous_ts + until
+            if span is not None:
+                span.last = end
+        fire_until(end)
         for key, detector in detectors.items():
-            record(key, detector.advance(previous_ts))
+            record(key, detector.advance(end))
     while pending:
         yield pending.popleft().as_dict()
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.monitor.replay import ReplayError, replay, replay_csv
+from bot.monitor.replay import ReplayError, TraceSpan, parse_until, replay, replay_csv
 
 HEADER = "ts,org,cluster,job,tokens_per_second,event"
 T0 = datetime(2026, 11, 29, 0, 0, tzinfo=UTC)
@@ -140,8 +140,10 @@ def test_an_empty_file_is_refused(tmp_path: Path) -> None:
 
 
 def test_dict_rows_with_the_wrong_columns_are_refused() -> None:
-    with pytest.raises(ReplayError, match="line 1: the header lacks event"):
-        list(replay([{"ts": "2026-11-29T00:00:00Z", "org": "o", "cluster": "c", "job": "j", "tokens_per_second": "1"}]))
+    with pytest.raises(ReplayError, match="line 1: the header lacks job"):
+        list(replay([{"ts": "2026-11-29T00:00:00Z", "org": "o", "cluster": "c", "tokens_per_second": "1"}]))
+    with pytest.raises(ReplayError, match="line 1: the header lacks tokens_per_second or samples_per_second"):
+        list(replay([{"ts": "2026-11-29T00:00:00Z", "org": "o", "cluster": "c", "job": "j", "event": "start"}]))
 
 
 def week_of_jobs(jobs: int = 30, seed: int = 5) -> Iterator[dict[str, str]]:
@@ -183,3 +185,119 @@ def test_a_week_of_30_jobs_at_30_second_cadence_replays_in_seconds() -> None:
     assert elapsed < 20
     assert sorted(e["kind"] for e in episodes) == ["slowdown"] * 30 + ["stall"] * 30
     assert all(e["end"] is not None for e in episodes)
+
+
+def hang_at_the_end(*, ended: bool = False) -> list[str]:
+    """One job at 30 s cadence for an hour whose samples then stop: the trace's last row is its last sample (or
+    its `end`, when it finished instead)."""
+    lines = [HEADER, f"{at(0)},o,c,j,,start"]
+    lines += [f"{at(step / 2)},o,c,j,{1000 + (step % 5) * 10}," for step in range(1, 121)]
+    if ended:
+        lines.append(f"{at(60)},o,c,j,,end")
+    return lines
+
+
+def test_a_trace_ending_in_a_hang_reports_a_stall_only_when_the_clock_runs_past_its_last_row(tmp_path: Path) -> None:
+    path = write(tmp_path, hang_at_the_end())
+    assert list(replay_csv(path)) == [], "the clock stops at the last row: nothing has been silent yet"
+    stall = {
+        "kind": "stall",
+        "org": "o",
+        "cluster": "c",
+        "job": "j",
+        "start": "2026-11-29T01:00:00Z",  # the last sample
+        "detected_at": "2026-11-29T01:10:00Z",  # + stall_after, not at the end of the clock
+        "end": None,
+        "cause": "unknown",
+        "suspects": [],
+    }
+    assert list(replay_csv(path, until=parse_until("end+30m"))) == [stall]
+    assert list(replay_csv(path, until=parse_until("2026-11-29T02:00:00Z"))) == [stall]
+    assert list(replay_csv(path, until=parse_until("end+5m"))) == [], "5 minutes of silence is no stall yet"
+
+
+def test_until_reports_no_hang_for_a_job_that_ended(tmp_path: Path) -> None:
+    assert list(replay_csv(write(tmp_path, hang_at_the_end(ended=True)), until=parse_until("end+2h"))) == []
+
+
+def test_until_fills_the_span_to_where_the_clock_stopped(tmp_path: Path) -> None:
+    span = TraceSpan()
+    list(replay_csv(write(tmp_path, hang_at_the_end()), span=span, until=parse_until("end+30m")))
+    assert span.last == T0 + timedelta(minutes=90)  # the culprit analysis of an open stall reads up to there
+
+
+def test_a_row_after_an_absolute_until_is_refused_naming_its_line(tmp_path: Path) -> None:
+    with pytest.raises(ReplayError) as raised:
+        list(replay_csv(write(tmp_path, hang_at_the_end()), until=parse_until("2026-11-29T00:30:00Z")))
+    assert str(raised.value).startswith("line 63: ts 2026-11-29T00:30:30Z is after --until 2026-11-29T00:30:00Z")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("end+30m", timedelta(minutes=30)),
+        ("end+2h", timedelta(hours=2)),
+        ("end + 1h30m", timedelta(minutes=90)),
+        ("END+90s", timedelta(seconds=90)),
+        ("end+1d", timedelta(days=1)),
+        ("2026-11-29T12:00:00Z", datetime(2026, 11, 29, 12, tzinfo=UTC)),
+        ("2026-11-29T21:00:00+09:00", datetime(2026, 11, 29, 12, tzinfo=UTC)),
+    ],
+)
+def test_until_is_a_time_or_a_duration_after_the_end(text: str, expected: datetime | timedelta) -> None:
+    assert parse_until(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("tomorrow", "is neither a time nor end"),
+        ("end+30", "is neither a time nor end"),
+        ("end+0m", "adds nothing"),
+        ("2026-11-29T12:00:00", "has no time zone"),
+    ],
+)
+def test_a_bad_until_says_how_to_give_it(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message) as raised:
+        parse_until(text)
+    assert "\n" not in str(raised.value)
+
+
+def test_any_order_of_the_ingest_keys_is_read_with_samples_per_second_step_and_nodes(tmp_path: Path) -> None:
+    """The columns are the ingest API's sample keys, as `pitcrew throughput import` writes them."""
+    classic = trace()
+    lines = ["job,ts,samples_per_second,org,cluster,step,nodes,event"]
+    for n, line in enumerate(classic[1:]):
+        ts, org, cluster, job, rate, event = line.split(",")
+        lines.append(f"{job},{ts},{rate},{org},{cluster},{n if rate else ''},{16 if rate else ''},{event}")
+    reordered = list(replay_csv(write(tmp_path, lines)))
+    assert reordered == list(replay_csv(write(tmp_path, classic)))
+    assert [e["kind"] for e in reordered] == ["stall", "slowdown"]
+
+
+TWO_UNITS = "ts,org,cluster,job,tokens_per_second,samples_per_second"
+
+
+@pytest.mark.parametrize(
+    ("header", "row", "message"),
+    [
+        ("ts,org,cluster,job,tokens_per_second,gpus", "", "line 1: the header is 'ts,org,cluster,job,tokens_per_second"
+         ",gpus': unknown column 'gpus'"),
+        ("ts,org,cluster,job,event", "", "line 1: the header is 'ts,org,cluster,job,event': it lacks tokens_per_second "
+         "or samples_per_second"),
+        ("ts,org,job,job,tokens_per_second", "", "line 1: the header is 'ts,org,job,job,tokens_per_second': column "
+         "job is given twice"),
+        (TWO_UNITS, "2026-11-29T00:01:00Z,o,c,j,5,5", "line 3: both tokens_per_second and samples_per_second"),
+        (TWO_UNITS, "2026-11-29T00:01:00Z,o,c,j,,5", "line 3: job j gives samples_per_second here but "
+         "tokens_per_second before"),
+        ("ts,org,cluster,job,tokens_per_second,step", "2026-11-29T00:01:00Z,o,c,j,5,1.5", "line 3: step '1.5' is not "
+         "a whole number of at least 0"),
+        ("ts,org,cluster,job,tokens_per_second,nodes", "2026-11-29T00:01:00Z,o,c,j,5,0", "line 3: nodes '0' is not "
+         "a whole number of at least 1"),
+    ],
+)  # fmt: skip
+def test_bad_columns_are_refused_naming_the_line(tmp_path: Path, header: str, row: str, message: str) -> None:
+    first = "2026-11-29T00:00:00Z,o,c,j,1000" + "," * (header.count(",") - 4)
+    with pytest.raises(ReplayError) as raised:
+        list(replay_csv(write(tmp_path, [header, first, row] if row else [header, first])))
+    assert str(raised.value).startswith(message)
