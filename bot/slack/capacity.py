@@ -108,6 +108,7 @@ def capacity_alert(
     is_open = episode.state == "open"
     taken = details.nodes
     nodes = f"{taken} node{'s' if taken != 1 else ''}"
+    takes = "Took away" if episode.status == capacity_kind.ENDED and not is_open else "Takes away"
     if is_open:
         title = f"Reserved capacity ends {LEVEL_WORDS.get(episode.status, 'soon')}: {what}"
         lead = f":hourglass_flowing_sand: *{title}*"
@@ -120,7 +121,8 @@ def capacity_alert(
     fields = [
         f"*Org*\n{escape(org_name)} (`{episode.org_id}`)",
         f"*Ends*\n{when(ends, tz)}" + (f" ({_left(ends, now)})" if is_open else ""),
-        f"*Takes away*\n{nodes}" if details.clusters else "*Takes away*\nno nodes of a known cluster",
+        # Once it ended it took them: said as what happened, not what is to come.
+        f"*{takes}*\n{nodes}" if details.clusters else f"*{takes}*\nno nodes of a known cluster",
     ]
     if details.zone:
         fields.append(f"*Zone*\n{escape(details.zone)}")

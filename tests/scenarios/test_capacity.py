@@ -159,6 +159,8 @@ async def test_the_24h_and_2h_notices_are_posted_once_each_by_two_replicas(
             assert sum(r.closed for r in reports) == 2, "both notices closed once the block has ended"
             ended = notices(world, KUMO)
             assert len(ended) == 2 and all("Reserved capacity ended" in m.text for m in ended)
+            # What happened, in the past tense: not "Takes away" once it took them (issue 21).
+            assert all("*Took away*\n4 nodes" in body(m) and "Takes away" not in body(m) for m in ended)
             async with services.db.session() as session:
                 rows = [r for r in await crud.open_episodes(session, org_id="kumo-labs") if r.kind == "capacity"]
             assert rows == []
