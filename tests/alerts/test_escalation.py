@@ -218,6 +218,16 @@ def test_due_is_exactly_unacknowledged_unescalated_posted_and_old_enough(
     assert due(row, after=limit, now=T0 + timedelta(minutes=minutes)) is expected
 
 
+def test_an_alert_a_silence_held_back_is_due_counting_from_when_it_was_posted() -> None:
+    """Held back 40 minutes, posted when the silence ended: 30 minutes from then, not from its failure."""
+    row = failed_node()
+    row.id, row.message_ts, row.channel_id = 7, "1.000100", "C0KUMOLAB"
+    row.posted_at = T0 + timedelta(minutes=40)
+    limit = timedelta(minutes=30)
+    assert not due(row, after=limit, now=T0 + timedelta(minutes=45))
+    assert due(row, after=limit, now=T0 + timedelta(minutes=70))
+
+
 def test_operators_are_the_orgs_operators_only(program: ProgramConfig) -> None:
     # kumo-labs: alice, and koji from Kumo Labs' own workspace (Slack Connect); bob and mio are viewers
     assert operators(program.org("kumo-labs")) == [ALICE, "U0KOJI001"]
