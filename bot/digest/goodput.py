@@ -1,0 +1,298 @@
+"""Goodput: how much of the accelerator time an org held turned into training. Pure: facts in, hours out.
+
+Per cluster, the window is cut wherever anything changes (a held count, a node failing or back, a job starting,
+ending its warm-up, stalling or slowing down), and each piece's held accelerators are split, in this order:
+
+1. **node failures**: accelerators of failed nodes, from the failure until the successor runs (a cluster-level
+   failure takes the whole cluster);
+2. what is left is *available*; each job at work takes its `nodes` (times the cluster's accelerators per node),
+   or, without `nodes`, every available accelerator; jobs asking more than is available share it pro rata;
+3. **idle**: available accelerators no job takes (held, no job);
+4. each job's share goes to **stalls** while a stall episode of it is open (a hung job holds its nodes),
+   else to **restarts and warm-up** from its (re)start until it is ready, else, while a slowdown or
+   degradation is open, its missing fraction to **slowdowns** and the rest to **training**, else all to
+   **training**.
+
+So the six parts add up to the held accelerator-hours piece by piece, none is negative, and goodput =
+training / held is between 0 and 100 %. Accelerator-hours are instance-hours times the accelerators of the
+type (8 GPUs on a p5.48xlarge, 16 Trainium chips on a trn1.32xlarge: `compute.accelerators`); types without
+accelerators (head, login, controller nodes) hold none.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from bot.config import normalize_instance_type
+from bot.digest.compute import accelerators
+from bot.digest.facts import StateChange, Week
+
+TRAINING = "training"
+NODE_FAILURES = "node failures"
+STALLS = "stalls"
+SLOWDOWNS = "slowdowns"
+RESTARTS = "restarts and warm-up"
+IDLE = "idle"
+PARTS = (TRAINING, NODE_FAILURES, STALLS, SLOWDOWNS, RESTARTS, IDLE)
+STALL = "stall"  # a Loss kind; any other kind (slowdown, degradation) loses its `fraction`
+
+
+@dataclass(frozen=True)
+class Run:
+    """A job at work on a cluster from `start` to `end`: restarting and warming up until `ready`. `nodes`: the
+    nodes its samples say it runs on; None: every accelerator node of the cluster."""
+
+    cluster_name: str
+    job: str
+    start: datetime
+    ready: datetime
+    end: datetime
+    nodes: int | None = None
+
+
+@dataclass(frozen=True)
+class Outage:
+    """A failed node (`nodes` 1) or a failed cluster (`nodes` None) from the failure until the successor runs
+    (`end` None: not yet, counted to the end of the facts' window)."""
+
+    cluster_name: str
+    start: datetime
+    end: datetime | None
+    nodes: int | None = 1
+    instance_type: str = ""  # its accelerators per node; "" or a type without any: the cluster's average
+
+
+@dataclass(frozen=True)
+class Loss:
+    """A throughput episode of a job: a stall loses all of the job's share while it lasts, a slowdown or a
+    degradation its missing `fraction` (1 - rate / baseline, in [0, 1])."""
+
+    cluster_name: str
+    job: str
+    kind: str  # "stall" | "slowdown" | "degradation"
+    start: datetime
+    end: datetime | None  # None: still open, counted to the end of the facts' window
+    fraction: float = 1.0
+
+
+@dataclass(frozen=True)
+class GoodputFacts:
+    """What goodput is computed from, for one org over [since, until): `changes` as `OrgFacts.changes` (the
+    state each cluster and type was in at `since`, and every change after); the rest overlapping the window."""
+
+    org_id: str
+    since: datetime
+    until: datetime
+    changes: tuple[StateChange, ...] = ()
+    outages: tuple[Outage, ...] = ()
+    runs: tuple[Run, ...] = ()
+    losses: tuple[Loss, ...] = ()
+
+
+@dataclass(frozen=True)
+class Goodput:
+    """Accelerator-hours of one org over [since, until): held, and the six parts it was spent on."""
+
+    since: datetime
+    until: datetime
+    held: float
+    training: float = 0.0
+    node_failures: float = 0.0
+    stalls: float = 0.0
+    slowdowns: float = 0.0
+    restarts: float = 0.0
+    idle: float = 0.0
+
+    @property
+    def percent(self) -> float | None:
+        """training / held in percent; None when nothing was held."""
+        if self.held <= 0:
+            return None
+        return min(100.0, max(0.0, 100.0 * self.training / self.held))
+
+    def parts(self) -> tuple[tuple[str, float], ...]:
+        """(name, accelerator-hours) in PARTS order."""
+        values = (self.training, self.node_failures, self.stalls, self.slowdowns, self.restarts, self.idle)
+        return tuple(zip(PARTS, values, strict=True))
+
+
+# ------------------------------------------------------------------------------------------------ arithmetic
+
+
+def _covers(start: datetime, end: datetime | None, moment: datetime) -> bool:
+    return start <= moment and (end is None or moment < end)
+
+
+@dataclass
+class _Cluster:
+    steps: dict[tuple[str, str], list[StateChange]]  # (backend, type) -> changes, oldest first
+    outages: list[Outage]
+    runs: list[Run]
+    losses: list[Loss]
+
+    def held(self, moment: datetime) -> tuple[float, int]:
+        """(accelerators, accelerator nodes) held at `moment`."""
+        accels, nodes = 0.0, 0
+        for (_, instance_type), steps in self.steps.items():
+            per_node = accelerators(instance_type)
+            if not per_node:
+                continue
+            index = bisect.bisect_right([s.at for s in steps], moment) - 1
+            if index >= 0:
+                count = max(steps[index].count, 0)
+                accels += count * per_node
+                nodes += count
+        return accels, nodes
+
+
+def _clusters(facts: GoodputFacts) -> dict[str, _Cluster]:
+    clusters: dict[str, _Cluster] = defaultdict(lambda: _Cluster({}, [], [], []))
+    for change in facts.changes:
+        key = (change.backend, normalize_instance_type(change.instance_type))
+        clusters[change.cluster_name].steps.setdefault(key, []).append(change)
+    for cluster in clusters.values():
+        for steps in cluster.steps.values():
+            steps.sort(key=lambda s: s.at)  # stable: of two changes at one instant the later listed wins
+    for outage in facts.outages:
+        clusters[outage.cluster_name].outages.append(outage)
+    for run in facts.runs:
+        clusters[run.cluster_name].runs.append(run)
+    for loss in facts.losses:
+        clusters[loss.cluster_name].losses.append(loss)
+    return clusters
+
+
+def _cuts(cluster: _Cluster, since: datetime, until: datetime) -> list[datetime]:
+    moments: set[datetime] = {since, until}
+    moments.update(s.at for steps in cluster.steps.values() for s in steps)
+    for outage in cluster.outages:
+        moments.update(m for m in (outage.start, outage.end) if m is not None)
+    for run in cluster.runs:
+        moments.update((run.start, run.ready, run.end))
+    for loss in cluster.losses:
+        moments.update(m for m in (loss.start, loss.end) if m is not None)
+    return sorted(m for m in moments if since <= m <= until)
+
+
+def _split(cluster: _Cluster, moment: datetime) -> dict[str, float]:
+    """The accelerators held at `moment` (constant until the next cut), by part."""
+    held, nodes = cluster.held(moment)
+    if held <= 0 or nodes <= 0:
+        return {}
+    per_node = held / nodes
+    failed = 0.0
+    for outage in cluster.outages:
+        if _covers(outage.start, outage.end, moment):
+            if outage.nodes is None:
+                failed = held
+                break
+            failed += outage.nodes * (accelerators(outage.instance_type) or per_node)
+    failed = min(failed, held)
+    available = held - failed
+    # The jobs at work: a run covers the moment, or an episode does (a hung job still holds its nodes).
+    jobs: dict[str, Run | None] = {run.job: run for run in cluster.runs if _covers(run.start, run.end, moment)}
+    losses = [loss for loss in cluster.losses if _covers(loss.start, loss.end, moment)]
+    for loss in losses:
+        jobs.setdefault(loss.job, _last_run(cluster.runs, loss.job, moment))
+    demand = {job: available if run is None or run.nodes is None else run.nodes * per_node for job, run in jobs.items()}
+    total = sum(demand.values())
+    scale = min(1.0, available / total) if total > 0 else 0.0
+    parts = dict.fromkeys(PARTS, 0.0)
+    parts[NODE_FAILURES] = failed
+    used = 0.0
+    for job, run in jobs.items():
+        share = demand[job] * scale
+        used += share
+        mine = [loss for loss in losses if loss.job == job]
+        if any(loss.kind == STALL for loss in mine):
+            parts[STALLS] += share
+        elif run is not None and run.start <= moment < run.ready:
+            parts[RESTARTS] += share
+        elif mine:
+            missing = min(1.0, max(0.0, max(loss.fraction for loss in mine)))
+            parts[SLOWDOWNS] += share * missing
+            parts[TRAINING] += share * (1.0 - missing)
+        else:
+            parts[TRAINING] += share
+    parts[IDLE] = max(0.0, available - used)
+    return parts
+
+
+def _last_run(runs: Iterable[Run], job: str, moment: datetime) -> Run | None:
+    """The job's run most recently begun before `moment`: its nodes stand for the job's while it hangs. Its
+    warm-up is over (the moment is past its end), so it never makes the moment a warm-up."""
+    before = [r for r in runs if r.job == job and r.start <= moment]
+    return max(before, key=lambda r: r.start) if before else None
+
+
+def goodput(facts: GoodputFacts, since: datetime | None = None, until: datetime | None = None) -> Goodput:
+    """The org's goodput over [since, until) (default: the facts' window; never past it: what is still open
+    counts to the facts' `until`, not beyond)."""
+    start = max(since or facts.since, facts.since)
+    end = min(until or facts.until, facts.until)
+    seconds = dict.fromkeys(PARTS, 0.0)
+    held = 0.0
+    if end > start:
+        for cluster in _clusters(facts).values():
+            cuts = _cuts(cluster, start, end)
+            for left, right in itertools.pairwise(cuts):
+                span = (right - left).total_seconds()
+                for part, accels in _split(cluster, left).items():
+                    seconds[part] += accels * span
+                    held += accels * span
+    hours = {part: value / 3600 for part, value in seconds.items()}
+    return Goodput(
+        since=start,
+        until=max(end, start),
+        held=held / 3600,
+        training=hours[TRAINING],
+        node_failures=hours[NODE_FAILURES],
+        stalls=hours[STALLS],
+        slowdowns=hours[SLOWDOWNS],
+        restarts=hours[RESTARTS],
+        idle=hours[IDLE],
+    )
+
+
+def weekly(facts: GoodputFacts, weeks: Sequence[Week]) -> tuple[tuple[Week, Goodput], ...]:
+    """Goodput of each week (a running week: so far), from one gathering of facts spanning them."""
+    return tuple((week, goodput(facts, week.start, week.end)) for week in weeks)
+
+
+# ------------------------------------------------------------------------------------------------ showing
+
+
+def shown(value: Goodput, decimals: int = 1) -> tuple[float, tuple[tuple[str, float], ...]]:
+    """(held, parts) rounded to `decimals` so that the rounded parts add up to the rounded held exactly (the
+    largest remainders are rounded up): a reader who adds the parts finds the held figure."""
+    unit = 10**decimals
+    held_units = round(value.held * unit)
+    raw = [(name, hours * unit) for name, hours in value.parts()]
+    floors = [math.floor(units) for _, units in raw]
+    left = held_units - sum(floors)
+    order = sorted(range(len(raw)), key=lambda i: (-(raw[i][1] - floors[i]), i))
+    for index in order[: max(left, 0)]:
+        floors[index] += 1
+    # Float error could leave the floors above the rounded held by a unit: take it from the largest part.
+    while sum(floors) > held_units and max(floors) > 0:
+        floors[floors.index(max(floors))] -= 1
+    return held_units / unit, tuple((name, floors[i] / unit) for i, (name, _) in enumerate(raw))
+
+
+def percent_text(value: Goodput) -> str:
+    """ "87.3 %" (one decimal, 0.0 to 100.0), or "n/a" when nothing was held."""
+    percent = value.percent
+    return "n/a" if percent is None else f"{percent:.1f} %"
+
+
+def shares(value: Goodput) -> Mapping[str, float]:
+    """Each part as a share of held, in percent (all 0 when nothing was held): the stacked bar's segments."""
+    if value.held <= 0:
+        return dict.fromkeys(PARTS, 0.0)
+    return {name: 100.0 * hours / value.held for name, hours in value.parts()}
