@@ -8,12 +8,14 @@ costs a handful of queries whatever the number of orgs and weeks stored."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, case, delete, func, or_, text, type_coerce, update
 from sqlalchemy import select as sa_select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.sql.elements import ColumnElement
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -29,6 +31,8 @@ from storage.models import (
     OrgRequirement,
     QuotaNotice,
     ThroughputHourly,
+    ThroughputRollup,
+    ThroughputSample,
     TrackRecord,
     UtcDateTime,
 )
@@ -343,6 +347,105 @@ async def hourly_job_rows(
     )
     connection = await session.connection()  # five columns: more than sqlmodel's typed `exec` takes
     return [(o, c, j, float(m), int(n)) for o, c, j, m, n in (await connection.execute(query)).all()]
+
+
+@dataclass(frozen=True)
+class SampleRun:
+    """Minutes of one job's rollups with no gap longer than the one asked for between them: its first and last
+    minute, and how many minutes reported."""
+
+    org_id: str
+    cluster: str
+    job: str
+    first: datetime
+    last: datetime
+    minutes: int
+
+
+async def job_runs(
+    session: AsyncSession, *, org_ids: Sequence[str], since: datetime, until: datetime, gap: timedelta
+) -> list[SampleRun]:
+    """Each job's runs of reporting minutes in [since, until) (one-minute rollups, which outlive the raw
+    samples), split where more than `gap` passes between two minutes, oldest first. Split in SQL (gaps and
+    islands over the rollups' key), so a week is a few rows per job, not its 10,080 minutes."""
+    rollup = ThroughputRollup.__table__.c  # type: ignore[attr-defined]
+    job = (rollup.org_id, rollup.cluster, rollup.job)
+    previous = func.lag(rollup.minute).over(partition_by=job, order_by=rollup.minute)
+    dialect = session.bind.dialect.name if session.bind else "sqlite"
+    seconds: ColumnElement[Any]
+    if dialect == "postgresql":
+        seconds = func.extract("epoch", rollup.minute - previous)
+    else:  # SQLite keeps the minutes as ISO text: julianday gives days
+        seconds = (func.julianday(rollup.minute) - func.julianday(previous)) * 86400.0
+    marked = (
+        sa_select(
+            *job,
+            rollup.minute,
+            case((previous.is_(None), 1), (seconds > gap.total_seconds(), 1), else_=0).label("new_run"),
+        )
+        .where(rollup.org_id.in_(org_ids), rollup.minute >= since, rollup.minute < until, rollup["count"] > 0)
+        .subquery()
+    )
+    mine = (marked.c.org_id, marked.c.cluster, marked.c.job)
+    numbered = sa_select(
+        *mine,
+        marked.c.minute,
+        func.sum(marked.c.new_run).over(partition_by=mine, order_by=marked.c.minute).label("run"),
+    ).subquery()
+    query = (
+        sa_select(
+            numbered.c.org_id,
+            numbered.c.cluster,
+            numbered.c.job,
+            type_coerce(func.min(numbered.c.minute), UtcDateTime()),
+            type_coerce(func.max(numbered.c.minute), UtcDateTime()),
+            func.count(),
+        )
+        .group_by(numbered.c.org_id, numbered.c.cluster, numbered.c.job, numbered.c.run)
+        .order_by(numbered.c.org_id, numbered.c.cluster, numbered.c.job, func.min(numbered.c.minute))
+    )
+    connection = await session.connection()
+    return [
+        SampleRun(o, c, j, first, last, int(n)) for o, c, j, first, last, n in (await connection.execute(query)).all()
+    ]
+
+
+async def job_events(
+    session: AsyncSession, *, org_ids: Sequence[str], since: datetime, until: datetime
+) -> Sequence[ThroughputSample]:
+    """The `start` and `end` samples of those orgs' jobs in [since, until) (raw samples: kept for
+    PITCREW_THROUGHPUT_RAW_DAYS), oldest first."""
+    query = (
+        select(ThroughputSample)
+        .where(
+            col(ThroughputSample.org_id).in_(org_ids),
+            col(ThroughputSample.event).is_not(None),
+            col(ThroughputSample.ts) >= since,
+            col(ThroughputSample.ts) < until,
+        )
+        .order_by(col(ThroughputSample.ts))
+    )
+    return (await session.exec(query)).all()
+
+
+async def job_minutes(
+    session: AsyncSession, *, org_id: str, cluster: str, job: str, since: datetime, until: datetime
+) -> list[tuple[datetime, int, float]]:
+    """(minute, count, total) of one job's rollups in [since, until), oldest first (a slowdown's rate and the
+    rate before it)."""
+    query = (
+        select(ThroughputRollup.minute, ThroughputRollup.count, ThroughputRollup.total)
+        .where(
+            ThroughputRollup.org_id == org_id,
+            ThroughputRollup.cluster == cluster,
+            ThroughputRollup.job == job,
+            col(ThroughputRollup.minute) >= since,
+            col(ThroughputRollup.minute) < until,
+            col(ThroughputRollup.count) > 0,
+        )
+        .order_by(col(ThroughputRollup.minute))
+    )
+    return [(m, int(n), float(t)) for m, n, t in (await session.exec(query)).all()]
 
 
 async def job_sample_counts(

@@ -32,32 +32,14 @@ from bot.digest.facts import (
     UsageLine,
     Week,
 )
-from bot.digest.weeks import local_midnight
+from bot.digest.goodput import ACCELERATORS, accelerators, goodput
+from bot.digest.weeks import local_midnight, previous_week
 
-# Accelerators per instance: GPUs, or Neuron devices for Trainium/Inferentia (what "GPU-hours lost" counts).
-ACCELERATORS: dict[str, int] = {
-    "p5.48xlarge": 8,
-    "p5e.48xlarge": 8,
-    "p5en.48xlarge": 8,
-    "p4d.24xlarge": 8,
-    "p4de.24xlarge": 8,
-    "p6-b200.48xlarge": 8,
-    "g5.48xlarge": 8,
-    "g6e.48xlarge": 8,
-    "trn1.32xlarge": 16,
-    "trn1n.32xlarge": 16,
-    "trn2.48xlarge": 16,
-    "inf2.48xlarge": 12,
-}
+__all__ = ["ACCELERATORS", "accelerators"]  # re-exported: the digest has always offered them here
 
 NO_STATES_NOTE = (
     "No cluster states recorded in this window yet: usage appears once the node monitor has swept the org's clusters."
 )
-
-
-def accelerators(instance_type: str) -> int:
-    """Accelerators in one instance; 0 for types not listed (head and login nodes have none)."""
-    return ACCELERATORS.get(normalize_instance_type(instance_type), 0)
 
 
 def format_duration(delta: timedelta) -> str:
@@ -331,6 +313,12 @@ def org_section(facts: OrgFacts, week: Week) -> OrgSection:
             open_incidents=len(facts.open_incidents), failures=failures, stalls=len(stalls), usage=usage
         ),
         idle_hours=idle_hours(facts.idle, since, until),
+        goodput=goodput(facts.goodput, since, until) if facts.goodput else None,
+        goodput_last_week=(
+            goodput(facts.goodput, previous_week(week).start, since)
+            if facts.goodput and facts.goodput.since <= previous_week(week).start
+            else None
+        ),
     )
 
 

@@ -190,9 +190,101 @@ class OrgFacts:
     rates: tuple[JobRate, ...] = ()
     operations: tuple[Change, ...] = ()
     idle: tuple[IdleSpan, ...] = ()  # idle-accelerator episodes open at some point in the window
+    # Digest facts only: goodput's, from the week before this one to the end of this one (or now, if sooner).
+    goodput: GoodputFacts | None = None
     # For the living document only (empty in digest facts):
     requirements: tuple[Requirement, ...] = ()
     clusters_now: tuple[ClusterNow, ...] = ()
+
+
+# ------------------------------------------------------------------------------------------------ goodput
+
+TRAINING = "training"
+NODE_FAILURES = "node failures"
+STALLS = "stalls"
+SLOWDOWNS = "slowdowns"
+RESTARTS = "restarts and warm-up"
+IDLE = "idle"
+PARTS = (TRAINING, NODE_FAILURES, STALLS, SLOWDOWNS, RESTARTS, IDLE)
+
+
+@dataclass(frozen=True)
+class Run:
+    """A job at work on a cluster from `start` to `end`: restarting and warming up until `ready`. `nodes`: the
+    nodes its samples say it runs on; None: every accelerator node of the cluster."""
+
+    cluster_name: str
+    job: str
+    start: datetime
+    ready: datetime
+    end: datetime
+    nodes: int | None = None
+
+
+@dataclass(frozen=True)
+class Outage:
+    """A failed node (`nodes` 1) or a failed cluster (`nodes` None) from the failure until the successor runs
+    (`end` None: not yet, counted to the end of the facts' window)."""
+
+    cluster_name: str
+    start: datetime
+    end: datetime | None
+    nodes: int | None = 1
+    instance_type: str = ""  # its accelerators per node; "" or a type without any: the cluster's average
+
+
+@dataclass(frozen=True)
+class Loss:
+    """A throughput episode of a job: a stall loses all of the job's share while it lasts, a slowdown or a
+    degradation its missing `fraction` (1 - rate / baseline, in [0, 1])."""
+
+    cluster_name: str
+    job: str
+    kind: str  # "stall" | "slowdown" | "degradation"
+    start: datetime
+    end: datetime | None  # None: still open, counted to the end of the facts' window
+    fraction: float = 1.0
+
+
+@dataclass(frozen=True)
+class GoodputFacts:
+    """What goodput is computed from, for one org over [since, until): `changes` as `OrgFacts.changes` (the
+    state each cluster and type was in at `since`, and every change after); the rest overlapping the window."""
+
+    org_id: str
+    since: datetime
+    until: datetime
+    changes: tuple[StateChange, ...] = ()
+    outages: tuple[Outage, ...] = ()
+    runs: tuple[Run, ...] = ()
+    losses: tuple[Loss, ...] = ()
+
+
+@dataclass(frozen=True)
+class Goodput:
+    """Accelerator-hours of one org over [since, until): held, and the six parts it was spent on."""
+
+    since: datetime
+    until: datetime
+    held: float
+    training: float = 0.0
+    node_failures: float = 0.0
+    stalls: float = 0.0
+    slowdowns: float = 0.0
+    restarts: float = 0.0
+    idle: float = 0.0
+
+    @property
+    def percent(self) -> float | None:
+        """training / held in percent; None when nothing was held."""
+        if self.held <= 0:
+            return None
+        return min(100.0, max(0.0, 100.0 * self.training / self.held))
+
+    def parts(self) -> tuple[tuple[str, float], ...]:
+        """(name, accelerator-hours) in PARTS order."""
+        values = (self.training, self.node_failures, self.stalls, self.slowdowns, self.restarts, self.idle)
+        return tuple(zip(PARTS, values, strict=True))
 
 
 # ------------------------------------------------------------------------------------------------ sections
@@ -271,6 +363,8 @@ class OrgSection:
     changes: tuple[Change, ...]
     attention: tuple[str, ...]  # why this org needs attention ("2 open incidents", ...); empty: it does not
     idle_hours: Mapping[str, float] = field(default_factory=dict)  # idle accelerator instance-hours by type
+    goodput: Goodput | None = None  # the week's (a running week's so far); None where it was not gathered
+    goodput_last_week: Goodput | None = None
 
     @property
     def quiet(self) -> bool:

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from datetime import datetime
-from typing import Protocol, TypeVar
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any, Protocol, TypeVar
 
 from bot.alerts.kind import Bucket
 from bot.alerts.kinds import in_bucket
@@ -28,11 +29,22 @@ from bot.digest.facts import (
     StateChange,
     Week,
 )
+from bot.digest.goodput import STALL, GoodputFacts, Loss, Outage, Reported, Run, missing_fraction, runs_of
 from bot.digest.medians import weeks_medians
 from bot.digest.weeks import previous_week
+from bot.monitor.throughput import WARMUP  # the stall detector's warm-up: a run is judged only after it
 from storage import crud, tracking
 from storage.db import Database
-from storage.models import ClusterSeen, ClusterState, Episode, Operation, OrgRequirement, TrackRecord, utcnow
+from storage.models import (
+    ClusterSeen,
+    ClusterState,
+    Episode,
+    EpisodeKind,
+    Operation,
+    OrgRequirement,
+    TrackRecord,
+    utcnow,
+)
 
 
 class _OfOrg(Protocol):
@@ -222,7 +234,138 @@ async def gather_week(
     org_ids: Sequence[str] | None = None,
     now: datetime | None = None,
 ) -> list[OrgFacts]:
-    """Facts of one digest week (`now`: the clock, which tells whether the week has ended)."""
-    return await gather(
+    """Facts of one digest week (`now`: the clock, which tells whether the week has ended), with goodput's for
+    it and the week before (the section compares them)."""
+    now = now or utcnow()
+    facts = await gather(
         db, program=program, since=week.start, until=week.end, org_ids=org_ids, rates_week=week, now=now
     )
+    goodput = await gather_goodput(
+        db, program=program, since=previous_week(week).start, until=week.end, org_ids=org_ids, now=now
+    )
+    return [replace(f, goodput=goodput.get(f.org_id)) for f in facts]
+
+
+# ------------------------------------------------------------------------------------------------ goodput
+
+LOOK_BACK = timedelta(hours=1)  # a job reporting this long before the window was not (re)starting in it
+
+
+def stall_after(program: ProgramConfig, org_id: str) -> timedelta:
+    """The org's `stall_after_minutes` (its own, or the program's)."""
+    org = program.org(org_id)
+    config = org.stall if org is not None and org.stall is not None else program.stall
+    return timedelta(minutes=config.stall_after_minutes)
+
+
+def _outage(row: Episode, until: datetime) -> Outage:
+    return Outage(
+        cluster_name=row.cluster_name,
+        start=tracking.began(row),
+        end=row.closed_at if row.closed_at is not None and row.closed_at < until else None,
+        nodes=None if row.kind == EpisodeKind.CLUSTER.value else 1,
+        instance_type=row.instance_type,
+    )
+
+
+async def gather_goodput(
+    db: Database,
+    *,
+    program: ProgramConfig,
+    since: datetime,
+    until: datetime,
+    org_ids: Sequence[str] | None = None,
+    now: datetime | None = None,
+) -> dict[str, GoodputFacts]:
+    """Goodput's facts of the given orgs (default: all) over [since, min(until, now)): what has not happened yet
+    counts nothing, so a running week is what it holds so far.
+
+    Held: the usage ledger's states. Node failures: failure episodes from the failure to their closing (the
+    successor running). Jobs at work: their one-minute rollups, in runs (bot.digest.goodput.runs_of) and
+    `start` events (raw samples, while they are kept). Stalls, slowdowns and degradations: job episodes from
+    when they began (`tracking.began`); a slowdown's missing fraction from the job's minutes during it against
+    the hour before it (or after it)."""
+    now = now or utcnow()
+    until = min(until, now)
+    orgs = [o for o in program.orgs if org_ids is None or o.id in org_ids]
+    ids = [o.id for o in orgs]
+    if until <= since or not ids:
+        return {o.id: GoodputFacts(org_id=o.id, since=since, until=max(since, until)) for o in orgs}
+    bounds = {o.id: stall_after(program, o.id) for o in orgs}
+    fractions: dict[int, float] = {}
+    async with db.session() as session:
+        changes = await tracking.state_changes(session, org_ids=ids, since=since, until=until)
+        failures = await tracking.episodes_overlapping(
+            session, org_ids=ids, kinds=in_bucket(Bucket.FAILURE), since=since, until=until
+        )
+        episodes = await tracking.episodes_overlapping(
+            session, org_ids=ids, kinds=in_bucket(Bucket.STALL), since=since, until=until
+        )
+        # Split finely in SQL (the shortest stall_after of any org); each job's own bound merges them after.
+        reported = await tracking.job_runs(
+            session, org_ids=ids, since=since - LOOK_BACK, until=until, gap=min(bounds.values())
+        )
+        events = await tracking.job_events(session, org_ids=ids, since=since - LOOK_BACK, until=until)
+        for row in episodes:
+            if row.status != STALL and row.id is not None:
+                start, end = tracking.began(row), min(row.closed_at or until, until)
+                minutes = await tracking.job_minutes(
+                    session,
+                    org_id=row.org_id,
+                    cluster=row.cluster_name,
+                    job=row.node_key,
+                    since=start - LOOK_BACK,
+                    until=end + LOOK_BACK,
+                )
+                fractions[row.id] = missing_fraction(
+                    [(n, t) for m, n, t in minutes if m < start],
+                    [(n, t) for m, n, t in minutes if start <= m < end],
+                    [(n, t) for m, n, t in minutes if m >= end],
+                )
+    stretches: dict[tuple[str, str, str], list[Reported]] = defaultdict(list)
+    for stretch in reported:
+        stretches[(stretch.org_id, stretch.cluster, stretch.job)].append(
+            Reported(stretch.first, stretch.last, stretch.minutes)
+        )
+    starts: dict[tuple[str, str, str], list[datetime]] = defaultdict(list)
+    for event in events:
+        if event.event == "start":
+            starts[(event.org_id, event.cluster, event.job)].append(event.ts)
+    runs: dict[str, list[Run]] = defaultdict(list)
+    for (org_id, cluster, job), found in stretches.items():
+        runs[org_id] += runs_of(
+            found,
+            starts.get((org_id, cluster, job), ()),
+            cluster_name=cluster,
+            job=job,
+            stall_after=bounds[org_id],
+            warmup=WARMUP,
+        )
+    by_org: dict[str, dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
+    for state in changes:
+        by_org[state.org_id]["changes"].append(_state(state))
+    for failure in failures:
+        by_org[failure.org_id]["outages"].append(_outage(failure, until))
+    for row in episodes:
+        by_org[row.org_id]["losses"].append(
+            Loss(
+                cluster_name=row.cluster_name,
+                job=row.node_key,
+                kind=row.status or STALL,
+                start=tracking.began(row),
+                end=row.closed_at if row.closed_at is not None and row.closed_at < until else None,
+                fraction=1.0 if row.status == STALL else fractions.get(row.id or 0, 0.0),
+            )
+        )
+    return {
+        o.id: GoodputFacts(
+            org_id=o.id,
+            since=since,
+            until=until,
+            changes=tuple(by_org[o.id]["changes"]),
+            outages=tuple(by_org[o.id]["outages"]),
+            runs=tuple(runs[o.id]),
+            losses=tuple(by_org[o.id]["losses"]),
+        )
+        for o in orgs
+    }

@@ -24,102 +24,188 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from bot.config import normalize_instance_type
-from bot.digest.compute import accelerators
-from bot.digest.facts import StateChange, Week
+from bot.digest.facts import (
+    IDLE,
+    NODE_FAILURES,
+    PARTS,
+    RESTARTS,
+    SLOWDOWNS,
+    STALLS,
+    TRAINING,
+    Goodput,
+    GoodputFacts,
+    Loss,
+    Outage,
+    Run,
+    StateChange,
+    Week,
+)
 
-TRAINING = "training"
-NODE_FAILURES = "node failures"
-STALLS = "stalls"
-SLOWDOWNS = "slowdowns"
-RESTARTS = "restarts and warm-up"
-IDLE = "idle"
-PARTS = (TRAINING, NODE_FAILURES, STALLS, SLOWDOWNS, RESTARTS, IDLE)
+__all__ = [
+    "ACCELERATORS",
+    "IDLE",
+    "NODE_FAILURES",
+    "PARTS",
+    "RESTARTS",
+    "SLOWDOWNS",
+    "STALLS",
+    "TRAINING",
+    "Goodput",
+    "GoodputFacts",
+    "Loss",
+    "Outage",
+    "Reported",
+    "Run",
+    "accelerators",
+    "goodput",
+    "missing_fraction",
+    "percent_text",
+    "runs_of",
+    "shares",
+    "shown",
+    "weekly",
+]
+
+# Accelerators per instance: GPUs, or Neuron devices for Trainium/Inferentia (what "GPU-hours lost" counts).
+ACCELERATORS: dict[str, int] = {
+    "p5.48xlarge": 8,
+    "p5e.48xlarge": 8,
+    "p5en.48xlarge": 8,
+    "p4d.24xlarge": 8,
+    "p4de.24xlarge": 8,
+    "p6-b200.48xlarge": 8,
+    "g5.48xlarge": 8,
+    "g6e.48xlarge": 8,
+    "trn1.32xlarge": 16,
+    "trn1n.32xlarge": 16,
+    "trn2.48xlarge": 16,
+    "inf2.48xlarge": 12,
+}
+
+
+def accelerators(instance_type: str) -> int:
+    """Accelerators in one instance; 0 for types not listed (head and login nodes have none)."""
+    return ACCELERATORS.get(normalize_instance_type(instance_type), 0)
+
+
 STALL = "stall"  # a Loss kind; any other kind (slowdown, degradation) loses its `fraction`
+MINUTE = timedelta(minutes=1)
+LOADING = timedelta(hours=6)  # a `start` this long before a job's first sample is not that run's (it never came)
+PAUSE = 0.05  # a minute under this share of the job's usual rate is a pause (checkpoint, evaluation), as the
+# stall detector's NEAR_ZERO_RATIO: not a rate to compare with
+
+
+# ------------------------------------------------------------------------------------- from stored samples
 
 
 @dataclass(frozen=True)
-class Run:
-    """A job at work on a cluster from `start` to `end`: restarting and warming up until `ready`. `nodes`: the
-    nodes its samples say it runs on; None: every accelerator node of the cluster."""
+class Reported:
+    """Minutes a job reported with no long gap between them (storage.tracking.SampleRun): first and last minute
+    and how many minutes."""
 
-    cluster_name: str
-    job: str
-    start: datetime
-    ready: datetime
-    end: datetime
-    nodes: int | None = None
+    first: datetime
+    last: datetime
+    minutes: int
 
 
-@dataclass(frozen=True)
-class Outage:
-    """A failed node (`nodes` 1) or a failed cluster (`nodes` None) from the failure until the successor runs
-    (`end` None: not yet, counted to the end of the facts' window)."""
-
-    cluster_name: str
-    start: datetime
-    end: datetime | None
-    nodes: int | None = 1
-    instance_type: str = ""  # its accelerators per node; "" or a type without any: the cluster's average
-
-
-@dataclass(frozen=True)
-class Loss:
-    """A throughput episode of a job: a stall loses all of the job's share while it lasts, a slowdown or a
-    degradation its missing `fraction` (1 - rate / baseline, in [0, 1])."""
-
-    cluster_name: str
-    job: str
-    kind: str  # "stall" | "slowdown" | "degradation"
-    start: datetime
-    end: datetime | None  # None: still open, counted to the end of the facts' window
-    fraction: float = 1.0
+def interval(reported: Sequence[Reported]) -> timedelta:
+    """A job's usual time between samples: the median of the intervals within its stretches (each weighted by
+    how many it spans) and the gaps between them (1 minute at least: the rollups' grain)."""
+    weighted: list[tuple[float, int]] = []
+    for stretch in reported:
+        if stretch.minutes >= 2:
+            weighted.append(
+                ((stretch.last - stretch.first).total_seconds() / (stretch.minutes - 1), stretch.minutes - 1)
+            )
+    for before, after in itertools.pairwise(reported):
+        weighted.append(((after.first - before.last).total_seconds(), 1))
+    if not weighted:
+        return MINUTE
+    weighted.sort()
+    half, seen = sum(w for _, w in weighted) / 2, 0
+    for seconds, weight in weighted:
+        seen += weight
+        if seen >= half:
+            return max(MINUTE, timedelta(seconds=seconds))
+    return MINUTE  # not reached: the weights add up past half
 
 
-@dataclass(frozen=True)
-class GoodputFacts:
-    """What goodput is computed from, for one org over [since, until): `changes` as `OrgFacts.changes` (the
-    state each cluster and type was in at `since`, and every change after); the rest overlapping the window."""
+def runs_of(
+    reported: Sequence[Reported],
+    starts: Sequence[datetime],
+    *,
+    cluster_name: str,
+    job: str,
+    stall_after: timedelta,
+    warmup: timedelta,
+    nodes: int | None = None,
+) -> tuple[Run, ...]:
+    """A job's runs from the minutes it reported (oldest first) and its `start` events.
 
-    org_id: str
-    since: datetime
-    until: datetime
-    changes: tuple[StateChange, ...] = ()
-    outages: tuple[Outage, ...] = ()
-    runs: tuple[Run, ...] = ()
-    losses: tuple[Loss, ...] = ()
+    Stretches closer than its own bound (`stall_after`, or 2.5 of its intervals if longer: the stall detector's)
+    are one run: a job reporting every 5 minutes is at work between its samples. A `start` begins a run: one
+    in a gap reaches back to it (loading and compiling count as restarting), one inside a stretch splits it. A
+    run lasts one interval past its last sample, and is warming up until `warmup` (or 4 intervals: the
+    detector's 5 samples) after its first sample."""
+    usual = interval(reported)
+    bound = max(stall_after, usual * 2.5)
+    events = sorted(starts)
+    merged: list[tuple[datetime, datetime, datetime]] = []  # (start, first sample, last sample)
+    for stretch in sorted(reported, key=lambda r: r.first):
+        after = merged[-1][2] if merged else None
+        restarted = [e for e in events if (after is None or after < e) and e <= stretch.first]
+        if merged and after is not None and stretch.first - after <= bound and not restarted:
+            start, first, last = merged[-1]
+            merged[-1] = (start, first, max(last, stretch.last))
+            continue
+        begin = restarted[-1] if restarted and stretch.first - restarted[-1] <= LOADING else stretch.first
+        merged.append((begin, stretch.first, stretch.last))
+    # A start inside a run splits it there.
+    split: list[tuple[datetime, datetime, datetime]] = []
+    for start, first, last in merged:
+        for event in (e for e in events if first < e <= last):
+            split.append((start, first, event))
+            start = first = event
+        split.append((start, first, last))
+    runs: list[Run] = []
+    for index, (start, first, last) in enumerate(split):
+        end = last + min(usual, bound)
+        if index + 1 < len(split):
+            end = min(end, split[index + 1][0])
+        end = max(end, start)
+        ready = min(end, max(start, first + max(warmup, usual * 4)))
+        runs.append(Run(cluster_name, job, start, ready, end, nodes))
+    return tuple(runs)
 
 
-@dataclass(frozen=True)
-class Goodput:
-    """Accelerator-hours of one org over [since, until): held, and the six parts it was spent on."""
+def missing_fraction(
+    before: Sequence[tuple[int, float]], during: Sequence[tuple[int, float]], after: Sequence[tuple[int, float]] = ()
+) -> float:
+    """A slowdown's missing fraction, 1 - its rate / the job's rate before it, from (count, total) minutes: the
+    rate during it is their mean; the rate before is the median of the minutes' means before it (after it when
+    none were before), pauses (under 5 % of that median) left out. 0 when either is unknown."""
+    baseline = _healthy(before) or _healthy(after)
+    count = sum(n for n, _ in during)
+    if not baseline or count <= 0:
+        return 0.0
+    rate = sum(total for _, total in during) / count
+    return min(1.0, max(0.0, 1.0 - rate / baseline))
 
-    since: datetime
-    until: datetime
-    held: float
-    training: float = 0.0
-    node_failures: float = 0.0
-    stalls: float = 0.0
-    slowdowns: float = 0.0
-    restarts: float = 0.0
-    idle: float = 0.0
 
-    @property
-    def percent(self) -> float | None:
-        """training / held in percent; None when nothing was held."""
-        if self.held <= 0:
-            return None
-        return min(100.0, max(0.0, 100.0 * self.training / self.held))
-
-    def parts(self) -> tuple[tuple[str, float], ...]:
-        """(name, accelerator-hours) in PARTS order."""
-        values = (self.training, self.node_failures, self.stalls, self.slowdowns, self.restarts, self.idle)
-        return tuple(zip(PARTS, values, strict=True))
+def _healthy(minutes: Sequence[tuple[int, float]]) -> float | None:
+    means = sorted(total / n for n, total in minutes if n > 0)
+    if not means:
+        return None
+    median = statistics.median(means)
+    working = [m for m in means if m >= PAUSE * median]
+    return statistics.median(working) if working and median > 0 else None
 
 
 # ------------------------------------------------------------------------------------------------ arithmetic

@@ -6,6 +6,7 @@ accelerator instance-hours the digest reads from kind "idle" episodes."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -84,8 +85,10 @@ async def add_hours(db: Database, rollups: dict[HourKey, tuple[int, float]]) -> 
 
 
 async def digest_at(db: Database, now: datetime, week: Week = WEEK) -> ProgramDigest:
+    """The digest as the clock `now` builds it, goodput left out: it counts only what happened by `now`, which
+    these tests move on purpose (the medians must not depend on it)."""
     facts = await gather_week(db, program=PROGRAM, week=week, now=now)
-    return build_digest(program_name=PROGRAM.name, week=week, facts=facts)
+    return build_digest(program_name=PROGRAM.name, week=week, facts=[replace(f, goodput=None) for f in facts])
 
 
 async def stored(db: Database) -> list[JobWeekMedian]:
@@ -254,7 +257,8 @@ async def test_the_catch_up_stores_the_week_that_just_ended_once_so_the_posted_d
     moment = LATER
     built = await digest.build(WEEK)
     assert [(j.job, j.this_week, j.last_week) for j in built.orgs[0].jobs] == [("llama-70b", 100.0, None)]
-    assert built == await digest_at(db, LIVE)
+    without_goodput = replace(built, orgs=tuple(replace(o, goodput=None, goodput_last_week=None) for o in built.orgs))
+    assert without_goodput == await digest_at(db, LIVE)
 
 
 async def test_a_digest_of_the_running_week_counts_idle_hours_until_now_only(db: Database) -> None:
