@@ -1,0 +1,67 @@
+"""DeepSpeed: the engine's progress report, its throughput timer, and the pipeline engine's step line.
+
+    [2023-07-25 21:03:21,037] [INFO] [logging.py:96:log_dist] [Rank 0] step=35, skipped=0, lr=[...], mom=[...]
+    [2023-07-25 21:03:17,269] [INFO] [timer.py:215:stop] epoch=0/micro_step=34/global_step=34,
+    RunningAvgSamplesPerSec=7.86, CurrSamplesPerSec=8.009, MemAllocated=59.65GB, MaxMemAllocated=63.31GB
+    [2022-03-11 02:06:58,985] [INFO] [timer.py:189:stop] 0/40, SamplesPerSec=83.48, ...   (before 0.8)
+    steps: 100 loss: 2.1034 iter time (s): 1.234 samples/sec: 25.932                    (pipeline engine)
+
+Samples/s is the timer's `CurrSamplesPerSec` (`SamplesPerSec` in old versions, whose line names no global step:
+it is the step of the report before it) or the pipeline's `samples/sec`; a `step=` report without a timer gives
+the time between reports. `train_batch_size` from the config DeepSpeed prints turns samples into steps, and with
+`--tokens-per-step` into tokens. The flops profiler's table (one step) is not a series and is left out.
+"""
+
+from __future__ import annotations
+
+import re
+
+from bot.ingest.training_logs.common import NUMBER, Item, LineReader, LogFormat, Progress, Setting, number, timestamp
+
+_REPORT = re.compile(r"\bstep=(\d+), skipped=\d+")
+_TIMER = re.compile(rf"global_step=(\d+), RunningAvgSamplesPerSec=(?:{NUMBER}), CurrSamplesPerSec=({NUMBER})")
+_OLD_TIMER = re.compile(rf"\b\d+/\d+, SamplesPerSec=({NUMBER})")
+_PIPELINE = re.compile(
+    rf"\bsteps?:\s*(\d+)(?:\s*/\s*\d+)?\s+loss:.*?iter time \(s\):\s*({NUMBER})\s+samples/sec:\s*({NUMBER})"
+)
+_BATCH = re.compile(r"\btrain_batch_size\s\.{2,}\s+(\d+)")
+
+
+class DeepSpeedReader(LineReader):
+    def __init__(self) -> None:
+        self.step: int | None = None  # the last report's: an old timer line belongs to it
+
+    def feed(self, text: str, line: int) -> list[Item]:
+        at, zoned = timestamp(text, line)
+        if (report := _REPORT.search(text)) is not None:
+            self.step = int(report.group(1))
+            return [Progress(line=line, step=self.step, at=at, zoned=zoned)]
+        if (timer := _TIMER.search(text)) is not None:
+            rate = number(timer.group(2), "CurrSamplesPerSec", line, positive=True)
+            return [Progress(line=line, step=int(timer.group(1)), at=at, zoned=zoned, samples_per_second=rate)]
+        if (old := _OLD_TIMER.search(text)) is not None:
+            rate = number(old.group(1), "SamplesPerSec", line, positive=True)
+            return [Progress(line=line, step=self.step, at=at, zoned=zoned, samples_per_second=rate)]
+        if (pipeline := _PIPELINE.search(text)) is not None:
+            return [
+                Progress(
+                    line=line,
+                    step=int(pipeline.group(1)),
+                    at=at,
+                    zoned=zoned,
+                    step_seconds=number(pipeline.group(2), "iter time (s)", line, positive=True),
+                    samples_per_second=number(pipeline.group(3), "samples/sec", line, positive=True),
+                )
+            ]
+        if (batch := _BATCH.search(text)) is not None:
+            return [Setting(line=line, name="samples_per_step", value=float(batch.group(1)))]
+        return []
+
+
+FORMAT = LogFormat(
+    name="deepspeed",
+    label="DeepSpeed",
+    example="[Rank 0] step=10, skipped=0, lr=[...] or epoch=0/micro_step=10/global_step=10, "
+    "RunningAvgSamplesPerSec=..., CurrSamplesPerSec=...",
+    reader=DeepSpeedReader,
+)

@@ -1,0 +1,85 @@
+"""NeMo: PyTorch Lightning's progress bar (NeMo 1) and NeMo 2's `Training epoch 0, iteration N/M | ...` lines.
+
+    Epoch 0: : 100%|██████████| 100/100 [07:57<00:00, reduced_train_loss=7.310, global_step=99.00,
+    consumed_samples=25600.0, train_step_timing in s=3.590]
+    Training epoch 0, iteration 120/149 | lr: 3e-05 | consumed_samples: 121 | global_batch_size: 1 |
+    global_step: 120 | reduced_train_loss: 1.233 | train_step_timing in s: 0.03146
+
+A line is progress when it has `train_step_timing in s` (the step time; an older NeMo's bar without it gives
+its own `s/it`). The bar is redrawn with carriage
+returns, many times a step: each redraw is read, and one step is one sample. The global batch size is on NeMo 2's
+line, or the growth of `consumed_samples` per step; the sequence length is in the config NeMo prints
+(`encoder_seq_length: 4096`). Neither form carries a timestamp: times come from the step times (or `--start`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from bot.ingest.training_logs.common import (
+    NUMBER,
+    Item,
+    LineReader,
+    LogError,
+    LogFormat,
+    Mark,
+    Progress,
+    Setting,
+    find,
+    number,
+    timestamp,
+)
+
+_TIMING = re.compile(rf"train_step_timing in s\s*[=:]\s*({NUMBER})")
+_STEP = re.compile(rf"\bglobal_step\s*[=:]\s*({NUMBER})")
+_ITERATION = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)")
+_BATCH = re.compile(rf"\bglobal_batch_size\s*[=:]\s*({NUMBER})")
+_CONSUMED = re.compile(rf"\bconsumed_samples\s*[=:]\s*({NUMBER})")
+_SEQ_LENGTH = re.compile(r"\b(?:encoder_)?seq_length\s*[:=]\s*(\d+)\b")
+_DONE = re.compile(r"`Trainer\.fit` stopped")
+_BAR_RATE = re.compile(rf"\d+/\d+ \[[\d:]+<[^,\]]*,\s*({NUMBER})\s*(s/it|it/s)")
+
+
+class NemoReader(LineReader):
+    def feed(self, text: str, line: int) -> list[Item]:
+        bar_rate = _BAR_RATE.search(text) if "global_step=" in text else None
+        if "train_step_timing in s" not in text and bar_rate is None:
+            seq_length = _SEQ_LENGTH.search(text)
+            if seq_length is not None:
+                return [Setting(line=line, name="seq_length", value=float(seq_length.group(1)))]
+            if _DONE.search(text):
+                at, zoned = timestamp(text, line)
+                return [Mark(line=line, kind="end", at=at, zoned=zoned)]
+            return []
+        seconds = find(_TIMING, text, "train_step_timing", line)
+        if seconds is None and bar_rate is not None:  # an older NeMo logs no step timing: the bar's rate
+            rate = number(bar_rate.group(1), bar_rate.group(2), line, positive=True)
+            seconds = rate if bar_rate.group(2) == "s/it" else 1 / rate
+        if seconds is None:
+            raise LogError(line, "train_step_timing without a number: the step cannot be timed")
+        step = find(_STEP, text, "global_step", line, positive=False)
+        iteration = _ITERATION.search(text)
+        total = None
+        if step is None and iteration is not None:
+            step, total = float(iteration.group(1)), int(iteration.group(2))
+        at, zoned = timestamp(text, line)
+        return [
+            Progress(
+                line=line,
+                step=None if step is None else round(step),
+                total=total,
+                at=at,
+                zoned=zoned,
+                step_seconds=seconds,
+                samples_per_step=find(_BATCH, text, "global_batch_size", line),
+                consumed_samples=find(_CONSUMED, text, "consumed_samples", line, positive=False),
+            )
+        ]
+
+
+FORMAT = LogFormat(
+    name="nemo",
+    label="NeMo",
+    example="Epoch 0: ... global_step=99.00, consumed_samples=25600.0, train_step_timing in s=3.590]",
+    reader=NemoReader,
+)
