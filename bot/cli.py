@@ -391,6 +391,91 @@ async def _read_trace_metrics(
         await reader.aclose()
 
 
+@dataclass(frozen=True, kw_only=True)
+class LogSource:
+    """A training log read as a trace (`throughput import`, `throughput replay --format`): its format and what
+    the log cannot say itself. org, cluster and job None: not given (defaults, said on stderr)."""
+
+    format: str
+    tokens_per_step: float | None = None
+    start: datetime | None = None
+    org: str | None = None
+    cluster: str | None = None
+    job: str | None = None
+
+
+def _log_rows(path: Path, source: LogSource) -> tuple[list[dict[str, str]], tuple[str, ...]]:
+    """The log's trace rows and columns; what was read and assumed goes to stderr, one sentence a line. Raises
+    OSError, or LogError (one line naming the log's line) for what it cannot read."""
+    import re
+    from datetime import UTC
+
+    from bot.ingest.samples import CLUSTER_RE, JOB_RE
+    from bot.ingest.training_logs import FORMATS, ImportOptions, LogError, read_log
+
+    stem = re.sub(r"[^A-Za-z0-9._:/-]+", "-", Path(path).stem).strip("-")[:128] or "job"
+    org, cluster, job = source.org or "local", source.cluster or "local", source.job or stem
+    for flag, value, pattern in (
+        ("--org", org, re.compile(r"[a-z0-9-]+")),
+        ("--cluster", cluster, CLUSTER_RE),
+        ("--job", job, JOB_RE),
+    ):
+        if not pattern.fullmatch(value):
+            raise LogError(None, f"{flag} {value!r} is not a valid name (as the ingest API takes it)")
+    reading_stdin = str(path) == "-"
+    options = ImportOptions(
+        org=org,
+        cluster=cluster,
+        job=job,
+        tokens_per_step=source.tokens_per_step,
+        start=source.start,
+        last_change=None if reading_stdin else datetime.fromtimestamp(Path(path).stat().st_mtime, UTC),
+    )
+    if reading_stdin:
+        imported = read_log(sys.stdin, FORMATS[source.format], options)
+    else:
+        # newline="\n": a progress bar's carriage returns stay inside its line, so line numbers are an editor's
+        with Path(path).open(encoding="utf-8", errors="replace", newline="\n") as handle:
+            imported = read_log(handle, FORMATS[source.format], options)
+    for note in imported.notes:
+        print(note, file=sys.stderr)
+    if None in (source.org, source.cluster, source.job):
+        print(f"rows for org {org}, cluster {cluster}, job {job} (--org, --cluster, --job name them)", file=sys.stderr)
+    return imported.rows, imported.columns
+
+
+def throughput_import(path: Path, source: LogSource, output: Path | None) -> int:
+    """Write a training log as a throughput trace (CSV, the ingest API's sample keys) to `output` or stdout;
+    what it read and assumed on stderr. 1 with one line when the log cannot be read."""
+    import csv
+
+    from bot.ingest.training_logs import LogError
+
+    try:
+        rows, columns = _log_rows(path, source)
+    except OSError as error:
+        print(f"cannot read {path}: {error.strerror}", file=sys.stderr)
+        return 1
+    except LogError as error:
+        print(f"{path}: {error}", file=sys.stderr)
+        return 1
+    try:
+        handle = sys.stdout if output is None else output.open("w", newline="", encoding="utf-8")
+    except OSError as error:
+        print(f"cannot write {output}: {error.strerror}", file=sys.stderr)
+        return 1
+    try:
+        writer = csv.DictWriter(handle, fieldnames=columns, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    finally:
+        if output is not None:
+            handle.close()
+    if output is not None:
+        print(f"wrote {len(rows)} rows to {output}", file=sys.stderr)
+    return 0
+
+
 def throughput_replay(
     path: Path,
     *,
@@ -403,11 +488,14 @@ def throughput_replay(
     sigv4: bool = False,
     region: str | None = None,
     until: datetime | timedelta | None = None,
+    log: LogSource | None = None,
 ) -> int:
     """Print the detector's episodes over a recorded trace, one JSON object per line (tuning thresholds); with
     `metrics_url`, the cause and suspects per-node metrics from that Prometheus show, and faulty nodes; with
-    `until`, the clock runs on past the last row (so a trace ending in a hang reports it)."""
-    from bot.monitor.replay import ReplayError, TraceSpan, iso, replay_csv, with_culprits
+    `until`, the clock runs on past the last row (so a trace ending in a hang reports it); with `log`, the file
+    is a training log, read as `throughput import` reads it."""
+    from bot.ingest.training_logs import LogError
+    from bot.monitor.replay import ReplayError, TraceSpan, iso, replay, replay_csv, with_culprits
     from bot.monitor.throughput import Thresholds
 
     thresholds = Thresholds(
@@ -422,8 +510,12 @@ def throughput_replay(
         print(problem, file=sys.stderr)
         return REPLAY_METRICS_PROBLEM
     span = TraceSpan()
+    filled = None if config is None else span
     try:
-        episodes = replay_csv(path, thresholds, span=None if config is None else span, until=until)
+        if log is None:
+            episodes = replay_csv(path, thresholds, span=filled, until=until)
+        else:
+            episodes = replay(_log_rows(path, log)[0], thresholds, span=filled, until=until)
         if config is None:  # streamed as detected: nothing to wait for
             for episode in episodes:
                 print(json.dumps(episode), flush=False)
@@ -432,7 +524,7 @@ def throughput_replay(
     except OSError as error:
         print(f"cannot read {path}: {error.strerror}", file=sys.stderr)
         return 1
-    except ReplayError as error:
+    except (ReplayError, LogError) as error:
         print(f"{path}: {error}", file=sys.stderr)
         return 1
     from bot.node_metrics.prometheus import MetricsError
@@ -606,6 +698,67 @@ def _until(value: str) -> datetime | timedelta:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def _start(value: str) -> datetime:
+    from bot.ingest.training_logs import parse_time
+
+    try:
+        return parse_time(value)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _tokens_per_step(value: str) -> float:
+    try:
+        tokens = float(value)
+    except ValueError:
+        tokens = 0.0
+    if not tokens > 0 or tokens == float("inf"):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of tokens: give e.g. 4194304 (1024 x 4096)")
+    return tokens
+
+
+def _log_arguments(command: argparse.ArgumentParser, *, required: bool) -> None:
+    """The flags that read a training log (`throughput import`, and `throughput replay --format`)."""
+    from bot.ingest.training_logs import FORMATS
+
+    command.add_argument(
+        "--format",
+        dest="log_format",
+        required=required,
+        choices=sorted(FORMATS),
+        help="the framework that wrote the log" + ("" if required else " (the file is then a log, not a CSV)"),
+    )
+    command.add_argument(
+        "--tokens-per-step",
+        type=_tokens_per_step,
+        metavar="N",
+        help="tokens in one step (global batch size x sequence length), where the log does not say it",
+    )
+    command.add_argument(
+        "--start",
+        type=_start,
+        metavar="TIME",
+        help="when the first step began (e.g. 2026-11-29T09:00:00Z), for a log without timestamps "
+        "(default: its last step ends when the file was last changed)",
+    )
+    command.add_argument("--org", metavar="ORG", help="the org of the rows (default: local)")
+    command.add_argument("--cluster", metavar="CLUSTER", help="the cluster of the rows (default: local)")
+    command.add_argument("--job", metavar="JOB", help="the job of the rows (default: the log's file name)")
+
+
+def _log_source(args: argparse.Namespace) -> LogSource | None:
+    if args.log_format is None:
+        return None
+    return LogSource(
+        format=args.log_format,
+        tokens_per_step=args.tokens_per_step,
+        start=args.start,
+        org=args.org,
+        cluster=args.cluster,
+        job=args.job,
+    )
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="pitcrew", description="Slack chat-ops for a multi-org training program.")
     sub = top.add_subparsers(dest="command", required=True)
@@ -658,6 +811,13 @@ def parser() -> argparse.ArgumentParser:
         help="run the clock past the last row, to a time (2026-11-29T12:00:00Z) or end+DURATION (end+30m, end+2h), "
         "so a trace that ends in a hang reports it",
     )
+    _log_arguments(replay, required=False)
+    importer = throughput_sub.add_parser(
+        "import", help="turn a training log into a throughput trace (CSV) that replay reads; assumptions on stderr"
+    )
+    importer.add_argument("file", type=Path, metavar="LOG", help="the training log (- for standard input)")
+    _log_arguments(importer, required=True)
+    importer.add_argument("--output", "-o", type=Path, metavar="FILE", help="default: standard output")
     track = sub.add_parser("track", help="tracking records")
     track_sub = track.add_subparsers(dest="track_command", required=True)
     export = track_sub.add_parser("export", help="write an org's living tracking document (Markdown)")
@@ -712,7 +872,27 @@ def main(argv: list[str] | None = None) -> int:
         return serve(settings, args.host, args.port)
     if args.command == "socket":
         return socket(settings)
+    if args.command == "throughput" and args.throughput_command == "import":
+        source = _log_source(args)
+        assert source is not None, "--format is required by import"
+        return throughput_import(args.file, source, args.output)
     if args.command == "throughput":
+        log = _log_source(args)
+        if log is None:
+            given = [
+                flag
+                for flag, value in (
+                    ("--tokens-per-step", args.tokens_per_step),
+                    ("--start", args.start),
+                    ("--org", args.org),
+                    ("--cluster", args.cluster),
+                    ("--job", args.job),
+                )
+                if value is not None
+            ]
+            if given:
+                print(f"{', '.join(given)} only apply to a training log: give --format too", file=sys.stderr)
+                return 1
         return throughput_replay(
             args.file,
             stall_after=args.stall_after,
@@ -724,6 +904,7 @@ def main(argv: list[str] | None = None) -> int:
             sigv4=args.sigv4,
             region=args.region,
             until=args.until,
+            log=log,
         )
     if args.command == "onboard":
         return onboard(
