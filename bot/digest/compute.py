@@ -32,7 +32,7 @@ from bot.digest.facts import (
     UsageLine,
     Week,
 )
-from bot.digest.goodput import ACCELERATORS, accelerators, goodput
+from bot.digest.goodput import ACCELERATORS, accelerators, combined, goodput
 from bot.digest.weeks import local_midnight, previous_week
 
 __all__ = ["ACCELERATORS", "accelerators"]  # re-exported: the digest has always offered them here
@@ -332,6 +332,7 @@ def build_digest(
         for line in section.usage:
             if line.instance_hours > 0:
                 hours[line.instance_type] += line.instance_hours
+    measured = [s.goodput for s in sections if s.goodput is not None]
     totals = ProgramTotals(
         clusters=sum(len(s.clusters) for s in sections),
         nodes_by_type=_sum_instances(s.nodes_by_type for s in sections),
@@ -342,6 +343,7 @@ def build_digest(
         incidents_open=sum(len(s.incidents_open) for s in sections),
         milestones=sum(len(s.milestones) for s in sections),
         idle_instance_hours=sum(sum(s.idle_hours.values()) for s in sections),
+        goodput=combined(measured, week.start, max(g.until for g in measured)) if measured else None,
     )
     return ProgramDigest(
         program_name=program_name,

@@ -398,6 +398,7 @@ class ProgramTotals:
     incidents_open: int
     milestones: int
     idle_instance_hours: float = 0.0
+    goodput: Goodput | None = None  # every org's together (None when no section has it)
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,7 @@ __all__ = [
     "Reported",
     "Run",
     "accelerators",
+    "combined",
     "goodput",
     "missing_fraction",
     "percent_text",
@@ -349,6 +350,22 @@ def goodput(facts: GoodputFacts, since: datetime | None = None, until: datetime 
 def weekly(facts: GoodputFacts, weeks: Sequence[Week]) -> tuple[tuple[Week, Goodput], ...]:
     """Goodput of each week (a running week: so far), from one gathering of facts spanning them."""
     return tuple((week, goodput(facts, week.start, week.end)) for week in weeks)
+
+
+def combined(values: Iterable[Goodput], since: datetime, until: datetime) -> Goodput:
+    """Several orgs' goodput over one window as one (a program's): each part summed."""
+    every = list(values)
+    return Goodput(
+        since=since,
+        until=until,
+        held=sum(v.held for v in every),
+        training=sum(v.training for v in every),
+        node_failures=sum(v.node_failures for v in every),
+        stalls=sum(v.stalls for v in every),
+        slowdowns=sum(v.slowdowns for v in every),
+        restarts=sum(v.restarts for v in every),
+        idle=sum(v.idle for v in every),
+    )
 
 
 # ------------------------------------------------------------------------------------------------ showing

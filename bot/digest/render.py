@@ -30,6 +30,7 @@ from bot.digest.facts import (
     UsageLine,
     Week,
 )
+from bot.digest.goodput import PARTS, Goodput, percent_text, shares, shown
 from bot.slack import charts
 from bot.slack.blocks import (
     MAX_BLOCKS,
@@ -183,6 +184,28 @@ def _usage_fallback(usage: Sequence[UsageLine]) -> str:
     return hours_text(sum(u.instance_hours for u in usage))
 
 
+def goodput_text(value: Goodput, *, last: Goodput | None = None, running: bool = False, bold: bool = True) -> str:
+    """ "Goodput 60.8 % (last week 58.2 %) · of 512.0 accelerator-hours held: training 311.3 · node failures 8.0
+    · ..." (DESIGN.md, Goodput): every part by name in accelerator-hours with one decimal and no thousands
+    separators, rounded so that they add up to the held figure as printed."""
+    head = f"Goodput {percent_text(value)}"
+    head = (f"*{head}*" if bold else head) + (" so far" if running else "")
+    if last is not None and last.percent is not None:
+        head += f" (last week {percent_text(last)})"
+    if value.held <= 0:
+        return head + " · no accelerator-hours held"
+    held, parts = shown(value)
+    return f"{head} · of {held:.1f} accelerator-hours held: " + " · ".join(
+        f"{name} {hours:.1f}" for name, hours in parts
+    )
+
+
+def _goodput_shares(value: Goodput) -> str:
+    """ "node failures 1.6 % · stalls 6.3 % · ...": where the rest went, as shares of held."""
+    share = shares(value)
+    return " · ".join(f"{name} {share[name]:.1f} %" for name in PARTS[1:])
+
+
 # ------------------------------------------------------------------------------------------------ fitting
 
 
@@ -303,6 +326,9 @@ def digest_summary(digest: ProgramDigest) -> list[Reply]:
         figures.append(
             f"*Idle accelerators:* {hours_text(totals.idle_instance_hours)} instance-hours with no job running"
         )
+    if totals.goodput is not None:
+        running = totals.goodput.until < week.end
+        figures.append(goodput_text(totals.goodput, running=running).replace("*Goodput", "*Program goodput", 1))
     body: list[Block] = [context(f"{_date_range(week)} ({week.tz.key})"), section("\n".join(figures))]
 
     if digest.attention:
@@ -318,6 +344,12 @@ def digest_summary(digest: ProgramDigest) -> list[Reply]:
 
     if digest.orgs:
         body += sections(["*Orgs*", *(_org_overview(org) for org in digest.orgs)])
+    measured = [org for org in digest.orgs if org.goodput is not None]
+    if measured:
+        body += sections(
+            [":chart_with_upwards_trend: *Goodput by org* (training / held accelerator-hours; where the rest went)"]
+            + [_org_goodput(org, week) for org in measured]
+        )
 
     body.append(divider())
     if digest.lessons:
@@ -358,6 +390,17 @@ def _org_overview(org: OrgSection) -> str:
     )
 
 
+def _org_goodput(org: OrgSection, week: Week) -> str:
+    value = org.goodput
+    if value is None:
+        return f"• *{escape(org.name)}*: no goodput"
+    line = f"• *{escape(org.name)}*: Goodput {percent_text(value)}" + (" so far" if value.until < week.end else "")
+    last = org.goodput_last_week
+    if last is not None and last.percent is not None:
+        line += f" (last week {percent_text(last)})"
+    return line + (f" · {_goodput_shares(value)}" if value.held > 0 else " · no accelerator-hours held")
+
+
 def idle_line(idle_hours: Mapping[str, float]) -> str:
     """An org's idle accelerator instance-hours of the week, by type."""
     by_type = ", ".join(
@@ -393,6 +436,9 @@ def org_digest(section: OrgSection, *, week: Week, program_name: str) -> list[Re
         if org.usage
         else ["*Instance-hours used:* none"]
     )
+    if org.goodput is not None:
+        running = org.goodput.until < week.end
+        body.append(_section(goodput_text(org.goodput, last=org.goodput_last_week, running=running)))
     if org.idle_hours:
         body.append(_section(idle_line(org.idle_hours)))
     body += sections(_failure_lines(org.failures))
@@ -506,10 +552,11 @@ def track_show(
     usage: Sequence[UsageLine],
     tz: ZoneInfo,
     held: Mapping[str, int] | None = None,
+    goodput: Sequence[tuple[Week, Goodput]] = (),
 ) -> Reply:
-    """`/track show`: what the org holds now, the usage ledger of the window, open incidents, then the window's
-    records newest first. One ephemeral message; the oldest records are left out, and said to be, when they do
-    not all fit."""
+    """`/track show`: what the org holds now, the usage ledger of the window, its goodput week by week (newest
+    first), open incidents, then the window's records newest first. One ephemeral message; the oldest records
+    are left out, and said to be, when they do not all fit."""
     quota = {u.instance_type: u.quota for u in usage if u.quota is not None}
     span = _plural(weeks, "week")
     title = f"Tracking · {org_name} · last {span}"
@@ -521,6 +568,7 @@ def track_show(
             [f"*Instance-hours since {since.astimezone(tz):%a} {since.astimezone(tz).day} {since.astimezone(tz):%b}*"]
             + ([_usage_line(u) for u in usage] or ["No instance-hours recorded in this window."])
         ),
+        *(sections([":chart_with_upwards_trend: *Goodput by week*", *_weekly_goodput(goodput)]) if goodput else []),
         *sections(
             [f":rotating_light: *Open incidents* ({len(open_incidents)})"]
             + ([f"• {_record_line(r, tz, kind=False)}" for r in _newest_first(open_incidents)] or ["None."])
@@ -539,6 +587,17 @@ def track_show(
     blocks = _fit_lines(head, heading, lines, [], overflow=overflow)
     text = f"{escape(title)}: {_plural(len(records), 'record')}, {_plural(len(open_incidents), 'open incident')}"
     return Reply(text=text, blocks=blocks)
+
+
+def _weekly_goodput(weeks: Sequence[tuple[Week, Goodput]]) -> list[str]:
+    """One line per week, newest first, each against the week before it."""
+    lines = []
+    for index in range(len(weeks) - 1, -1, -1):
+        week, value = weeks[index]
+        last = weeks[index - 1][1] if index > 0 else None
+        running = value.until < week.end
+        lines.append(f"• {week.label}: {goodput_text(value, last=last, running=running, bold=False)}")
+    return lines
 
 
 def tracking_doc_reply(doc: TrackingDoc, *, tz: ZoneInfo) -> Reply:
@@ -840,6 +899,16 @@ def program_chart(digest: ProgramDigest) -> bytes:
     )
 
 
+def goodput_chart(digest: ProgramDigest) -> bytes:
+    """Each org's held accelerator-hours as one bar of 100 %: training, then where the rest went."""
+    measured = [org for org in digest.orgs if org.goodput is not None]
+    return charts.goodput_chart(
+        title=f"{digest.program_name}: goodput and where the rest went, by org, {digest.week.label}",
+        orgs=[f"{org.name} {percent_text(org.goodput)}" for org in measured if org.goodput is not None],
+        shares=[shares(org.goodput) for org in measured if org.goodput is not None],
+    )
+
+
 class SlackDigest:
     """The digest's presenter (bot.digest.weekly.DigestPresenter) and the usage ledger's (its quota notices)."""
 
@@ -854,6 +923,9 @@ class SlackDigest:
 
     def program_chart(self, digest: ProgramDigest) -> bytes:
         return program_chart(digest)
+
+    def goodput_chart(self, digest: ProgramDigest) -> bytes:
+        return goodput_chart(digest)
 
     def quota_notice(self, *, org_name: str, instance_type: str, held: int, quota: int, level: int) -> Reply:
         return quota_notice(org_name=org_name, instance_type=instance_type, held=held, quota=quota, level=level)

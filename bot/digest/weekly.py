@@ -70,6 +70,8 @@ class DigestPresenter(Protocol):
 
     def program_chart(self, digest: ProgramDigest) -> bytes: ...
 
+    def goodput_chart(self, digest: ProgramDigest) -> bytes: ...
+
 
 class WeeklyDigest:
     def __init__(
@@ -200,6 +202,9 @@ class WeeklyDigest:
             ts = await self._post_all(channel, self._presenter.summary(digest), None, sent, run_id)
             chart = await asyncio.to_thread(self._presenter.program_chart, digest)
             await self._upload(channel, chart, f"digest-{digest.week.label}.png", "Instance-hours by org", ts)
+            if digest.totals.goodput is not None:
+                chart = await asyncio.to_thread(self._presenter.goodput_chart, digest)
+                await self._upload(channel, chart, f"goodput-{digest.week.label}.png", "Goodput by org", ts)
             for section in digest.orgs:
                 org_replies = self._presenter.org_section(section, week=digest.week, program_name=digest.program_name)
                 await self._post_all(channel, org_replies, ts, sent, run_id)

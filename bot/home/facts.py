@@ -11,6 +11,7 @@ from enum import StrEnum
 
 from bot.capacity.model import LIVE_STATUSES, Reservation
 from bot.config import normalize_instance_type
+from bot.digest.facts import Goodput
 
 ENDING_WITHIN = timedelta(hours=48)  # reserved capacity ending within this is shown
 
@@ -75,6 +76,8 @@ class OrgHome:
     idle: tuple[IdleLine, ...] = ()
     doctor_failed_at: datetime | None = None  # the last `pitcrew doctor` run found problems (admins see them)
     doctor_problems: tuple[str, ...] = ()  # its failing lines, "CHECK: what is wrong and the fix"
+    goodput: Goodput | None = None  # this week's so far (bot.digest.goodput)
+    goodput_last_week: Goodput | None = None
 
     @property
     def open_alerts(self) -> int:

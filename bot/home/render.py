@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from bot.digest.render import TRACK_ADD_ACTION
+from bot.digest.render import TRACK_ADD_ACTION, goodput_text
 from bot.home.facts import AlertLine, ClusterLine, HomeFacts, OrgHome, Viewer
 from bot.slack.blocks import Block, button, context, divider, escape, header, section, sections, when
 
@@ -95,7 +95,15 @@ def _org_lines(org: OrgHome, facts: HomeFacts, tz: ZoneInfo, *, clusters: int) -
         lines.append(f"… and {_plural(len(org.clusters) - len(shown), 'more cluster')}: `/cluster list {org.org_id}`")
     if quota := _quota(org):
         lines.append(quota)
-    return lines + _reserved(org, tz) + _idle(org, facts.now) + _doctor(org, facts, tz)
+    return lines + _goodput(org) + _reserved(org, tz) + _idle(org, facts.now) + _doctor(org, facts, tz)
+
+
+def _goodput(org: OrgHome) -> list[str]:
+    """This week's goodput so far with its parts, against last week's (nothing for an org that held nothing)."""
+    value, last = org.goodput, org.goodput_last_week
+    if value is None or (value.held <= 0 and (last is None or last.held <= 0)):
+        return []
+    return [f":chart_with_upwards_trend: This week: {goodput_text(value, last=last, running=True, bold=False)}"]
 
 
 def _doctor(org: OrgHome, facts: HomeFacts, tz: ZoneInfo) -> list[str]:

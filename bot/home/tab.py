@@ -25,6 +25,9 @@ from bot.capacity.notices import read_details
 from bot.clusters.fleet import describe_error
 from bot.clusters.model import Cluster
 from bot.config import ProgramConfig
+from bot.digest.gather import gather_goodput
+from bot.digest.goodput import goodput
+from bot.digest.weeks import previous_week, week_of
 from bot.home.facts import (
     AlertLine,
     ClusterLine,
@@ -245,6 +248,12 @@ class HomeTab:
                     mine = held.setdefault(state.org_id, {})
                     mine[state.instance_type] = mine.get(state.instance_type, 0) + state.count
         reserved = await self._reserved(ids, now)
+        # Goodput of this week so far and of last week, from one gathering of both.
+        week = week_of(now, self._tz)
+        last = previous_week(week)
+        gathered = await gather_goodput(
+            self._db, program=self._program, since=last.start, until=now, org_ids=ids, now=now
+        )
         return {
             org.id: OrgHome(
                 org_id=org.id,
@@ -259,6 +268,8 @@ class HomeTab:
                 idle=tuple(sorted(idle[org.id], key=lambda i: i.cluster_name)),
                 doctor_failed_at=doctor[org.id].ran_at if org.id in doctor else None,
                 doctor_problems=tuple(doctor[org.id].problems.splitlines()) if org.id in doctor else (),
+                goodput=goodput(gathered[org.id], week.start, week.end),
+                goodput_last_week=goodput(gathered[org.id], last.start, last.end),
             )
             for org in wanted
         }

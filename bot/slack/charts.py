@@ -478,6 +478,63 @@ def org_usage_figure(
     return fig
 
 
+# Goodput's parts, training first: green for what trained, then the causes of the rest (colour-blind-friendly).
+GOODPUT_COLORS = ("#2ca02c", "#d62728", "#ff7f0e", "#9467bd", "#17becf", "#bdbdbd")
+
+
+def goodput_chart(*, title: str, orgs: Sequence[str], shares: Sequence[Mapping[str, float]]) -> bytes:
+    """PNG of each org's held accelerator-hours (first org on top) as one bar of 100 %, stacked by part."""
+    return png(goodput_figure(title=title, orgs=orgs, shares=shares))
+
+
+def goodput_figure(*, title: str, orgs: Sequence[str], shares: Sequence[Mapping[str, float]]) -> Figure:
+    """The figure behind `goodput_chart`: one horizontal bar per org, its parts (percent of what it held, in
+    the mappings' order, the first being training) stacked left to right, the first part's share written at the
+    bar's end; an org that held nothing gets no bar and says so."""
+    if len(orgs) != len(shares):
+        raise ValueError(f"{len(orgs)} orgs but {len(shares)} bars")
+    parts = list(shares[0]) if shares else []
+    if any(list(bar) != parts for bar in shares):
+        raise ValueError("every bar must have the same parts, in the same order")
+    for bar in shares:
+        if any(not math.isfinite(v) or v < 0 for v in bar.values()):
+            raise ValueError("shares must be finite percentages, 0 or more")
+    height = max(BAR_MIN_HEIGHT_PX, BAR_FRAME_PX + 40 + BAR_HEIGHT_PX * len(orgs))
+    fig = _new_figure(WIDTH_PX, height)
+    ax = fig.add_subplot()
+    ax.set_title(title, loc="left", fontsize=TITLE_SIZE, fontweight="bold")
+    ax.set_xlabel("% of held accelerator-hours", fontsize=LABEL_SIZE)
+    if not orgs:
+        _no_data(ax)
+        ax.set_yticks([])
+        _value_axis(ax, ax.xaxis, peak=100.0)
+        return fig
+    positions = list(range(len(orgs)))
+    left = [0.0] * len(orgs)
+    for index, part in enumerate(parts):
+        values = [float(bar[part]) for bar in shares]
+        ax.barh(
+            positions,
+            values,
+            left=list(left),
+            height=0.65,
+            color=GOODPUT_COLORS[index % len(GOODPUT_COLORS)],
+            label=part,
+        )
+        left = [a + b for a, b in zip(left, values, strict=True)]
+    for position, bar, total in zip(positions, shares, left, strict=True):
+        if total <= 0:
+            ax.text(1, position, "nothing held", va="center", ha="left", fontsize=TICK_SIZE, color=MUTED)
+        elif parts:
+            ax.text(total + 1, position, f"{bar[parts[0]]:.1f} %", va="center", ha="left", fontsize=TICK_SIZE)
+    ax.set_yticks(positions, [str(org) for org in orgs], fontsize=LABEL_SIZE)
+    ax.set_ylim(len(orgs) - 0.5, -0.5)  # first org on top, as it is read
+    _value_axis(ax, ax.xaxis, peak=112.0)  # room right of 100 % for the goodput label
+    ax.grid(axis="y", visible=False)
+    _legend(fig, ax)
+    return fig
+
+
 def _hours_values(values: Sequence[float], what: str) -> list[float]:
     numbers = [float(v) for v in values]
     if any(not math.isfinite(v) or v < 0 for v in numbers):

@@ -16,9 +16,10 @@ from zoneinfo import ZoneInfo
 
 from bot.config import ProgramConfig
 from bot.digest.compute import held_at, instance_hours, tracking_doc, usage_lines
-from bot.digest.facts import Record, RecordKind, TrackingDoc, UsageLine
-from bot.digest.gather import gather, record_fact
-from bot.digest.weeks import week_of
+from bot.digest.facts import Goodput, Record, RecordKind, TrackingDoc, UsageLine, Week
+from bot.digest.gather import gather, gather_goodput, record_fact
+from bot.digest.goodput import weekly
+from bot.digest.weeks import week_of, weeks_between
 from storage import tracking
 from storage.db import Database
 from storage.models import TrackRecord, utcnow
@@ -86,6 +87,7 @@ class TrackView:
     open_incidents: tuple[Record, ...]
     usage: tuple[UsageLine, ...]
     held: Mapping[str, int] = field(default_factory=dict)  # instances held now by type (the one held figure)
+    goodput: tuple[tuple[Week, Goodput], ...] = ()  # each week the window touches, oldest first (the last so far)
 
 
 class RecordBook:
@@ -170,7 +172,19 @@ class RecordBook:
         (facts,) = await gather(self._db, program=self._program, since=since, until=now, org_ids=[org_id])
         usage = usage_lines(instance_hours(facts.changes, since, now), quota=facts.quota, window_hours=weeks * 7 * 24.0)
         newest = tuple(sorted(facts.records, key=lambda r: (r.created_at, r.id), reverse=True))
-        return TrackView(since, newest[:SHOWN_RECORDS], facts.open_incidents, usage, held_at(facts.changes, now))
+        # Goodput by whole weeks of the program's calendar: from the week the window starts in to this one.
+        calendar = weeks_between(week_of(since, _tz(self._program)), week_of(now, _tz(self._program)))
+        gathered = await gather_goodput(
+            self._db, program=self._program, since=calendar[0].start, until=now, org_ids=[org_id], now=now
+        )
+        return TrackView(
+            since,
+            newest[:SHOWN_RECORDS],
+            facts.open_incidents,
+            usage,
+            held_at(facts.changes, now),
+            goodput=weekly(gathered[org_id], calendar),
+        )
 
     async def summary(self, org_id: str) -> tuple[int, int]:
         """(open incidents, records this week so far) for the `/track` home reply."""

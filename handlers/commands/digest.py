@@ -9,7 +9,7 @@ from typing import Any
 from bot.access import Action
 from bot.digest import render
 from bot.digest.parse import DIGEST, DigestPreview, DigestSend
-from bot.digest.render import org_chart, program_chart
+from bot.digest.render import goodput_chart, org_chart, program_chart
 from bot.digest.weeks import parse_week, week_of
 from bot.services import Services
 from bot.slack import blocks
@@ -55,11 +55,14 @@ async def _preview(call: Call, parsed: DigestPreview) -> Answer:
         if org_id is None:
             usage = UsageError("Which org? You can see several and this is not an org's channel.", call.spec.usage)
             return Answer(blocks.usage_error(usage), Outcome.INVALID, detail="no org")
+    also: Any = None  # the program's goodput chart, for the program-wide summary
     if org_id is None:  # an admin outside the org channels: the program-wide summary
         digest = await services.digest.build(week)
         replies = render.digest_summary(digest)
         chart_work = asyncio.to_thread(program_chart, digest)
         name = f"digest-{week.label}.png"
+        if digest.totals.goodput is not None:
+            also = asyncio.to_thread(goodput_chart, digest)
     else:
         refused = org_refusal(services, user_id=user_id, action=Action.VIEW, org_id=org_id)
         if refused:
@@ -75,6 +78,9 @@ async def _preview(call: Call, parsed: DigestPreview) -> Answer:
     # Files cannot be ephemeral: the preview's chart goes to the asker's direct messages.
     dm = await services.poster.open_dm(user_id)
     services.spawn(_send_chart(services, dm, chart_work, name=name, title=f"Digest preview {week.label}"))
+    if also is not None:
+        title = f"Goodput by org {week.label}"
+        services.spawn(_send_chart(services, dm, also, name=f"goodput-{week.label}.png", title=title))
     first, *rest = replies
     note = blocks.context("Preview, only you see it. The chart is in your direct messages with Pitcrew.")
     first = blocks.Reply(text=first.text, blocks=blocks.fit([*first.blocks, note], overflow="{hidden} more blocks"))

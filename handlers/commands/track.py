@@ -133,6 +133,7 @@ async def _show(call: Call, parsed: ShowTrack) -> Answer:
         usage=view.usage,
         held=view.held,
         tz=call.services.tz,
+        goodput=view.goodput,
     )
     return Answer(reply, org_id=org.id)
 
