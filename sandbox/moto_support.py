@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "HyperPodProgress",
     "add_capacity_reservation",
+    "add_hyperpod_cluster_event",
     "add_training_plan",
     "advance_hyperpod",
     "apply_moto_patches",
@@ -53,6 +54,7 @@ __all__ = [
     "hyperpod_progress",
     "remove_reserved_capacity",
     "reset_moto_server",
+    "set_deep_health_check_result",
     "set_ec2_instance_status",
     "set_hyperpod_cluster_status",
     "set_hyperpod_node_status",
@@ -394,6 +396,8 @@ def apply_moto_patches() -> None:
         _patch_training_plans()
         _patch_capacity_reservations()
         _patch_tags_of_unknown_clusters()
+        _patch_cluster_events()  # after _patch_clusters and _patch_create_cluster_request: it wraps theirs
+        _patch_health_checks()
         _patched = True
 
 
@@ -1496,3 +1500,241 @@ def remove_reserved_capacity(account_id: str, region: str) -> None:
     with _state_lock:
         sagemaker_backends[account_id][region].__dict__.pop(_TRAINING_PLANS, None)
         ec2_backends[account_id][region].__dict__.pop(_CAPACITY_RESERVATIONS, None)
+
+
+# --- HyperPod's own diagnosis: cluster events and deep health checks ---------------------------------------
+#
+# Gap (i): moto 5.2.5 drops CreateCluster's NodeProvisioningMode and has none of ListClusterEvents,
+# DescribeClusterEvent (both only for clusters whose NodeProvisioningMode is Continuous) or
+# StartClusterHealthCheck (a 500 each). The events are plain data on the moto cluster, added by
+# `add_hyperpod_cluster_event` (what AWS would record of a provisioning or scaling attempt) and answered shaped by
+# botocore's ClusterEventSummary / ClusterEventDetail (EventDetails.EventMetadata.{InstanceGroup|InstanceGroupScaling|
+# Instance|Cluster}.FailureMessage). A deep health check puts the named nodes in DeepHealthCheckInProgress and,
+# one progression step later (HyperPodProgress.seconds), Running again, or in Failure for a node given a failure
+# by `set_deep_health_check_result`.
+
+_EVENTS = "_pitcrew_events"
+_CHECK_FAILURES = "_pitcrew_check_failures"
+_event_numbers = itertools.count(1)
+_METADATA_KEYS = {"Cluster": "Cluster", "InstanceGroup": "InstanceGroupScaling", "Instance": "Instance"}
+
+
+def _continuous(cluster: Any) -> bool:
+    return cluster.__dict__.get("node_provisioning_mode") == "Continuous"
+
+
+def _event_summary(event: dict[str, Any]) -> dict[str, Any]:
+    summary_shape = botocore.session.get_session().get_service_model("sagemaker").shape_for("ClusterEventSummary")
+    return {key: value for key, value in event.items() if key in summary_shape.members}
+
+
+def _patch_cluster_events() -> None:
+    """Gap (i): NodeProvisioningMode kept (CreateCluster) and shown (DescribeCluster); ListClusterEvents
+    (InstanceGroupName, NodeId, EventTimeAfter/Before, ResourceType, SortOrder, MaxResults 1-100, NextToken) and
+    DescribeClusterEvent (ResourceNotFound for an unknown id); a cluster not in Continuous mode is refused as a
+    ValidationException (the model's docs: only supported when NodeProvisioningMode is Continuous)."""
+    from moto.core.responses import ActionResult
+    from moto.sagemaker.exceptions import ResourceNotFound, ValidationError
+    from moto.sagemaker.models import Cluster
+    from moto.sagemaker.responses import SageMakerResponse
+
+    create = SageMakerResponse.create_cluster
+    describe = Cluster.describe
+
+    @functools.wraps(create)
+    def create_cluster(self: Any) -> Any:
+        answer = create(self)
+        mode = self._get_param("NodeProvisioningMode")
+        if mode is not None:
+            allowed = _sagemaker_enum("ClusterNodeProvisioningMode")
+            if mode not in allowed:
+                raise _invalid("NodeProvisioningMode", mode, f"Member must satisfy enum value set: {sorted(allowed)}")
+            with _state_lock:
+                self.sagemaker_backend.clusters[self._get_param("ClusterName")].node_provisioning_mode = mode
+        return answer
+
+    @functools.wraps(describe)
+    def described(self: Any) -> dict[str, Any]:
+        answer = dict(describe(self))
+        if self.__dict__.get("node_provisioning_mode"):
+            answer["NodeProvisioningMode"] = self.node_provisioning_mode
+        return answer
+
+    def events_of(self: Any) -> tuple[Any, list[dict[str, Any]]]:
+        _require(self._get_param("ClusterName"), "ClusterName")
+        with _state_lock:
+            cluster = _settled_cluster(self.sagemaker_backend, self._get_param("ClusterName"))
+            if not _continuous(cluster):
+                raise ValidationError(
+                    message=f"Cluster events are available only for clusters whose NodeProvisioningMode is "
+                    f"Continuous; {cluster.cluster_name} is not."
+                )
+            return cluster, list(cluster.__dict__.get(_EVENTS, []))
+
+    def list_cluster_events(self: Any) -> ActionResult:
+        _cluster, events = events_of(self)
+        filters = {
+            "InstanceGroupName": "InstanceGroupName",
+            "NodeId": "InstanceId",
+            "ResourceType": "ResourceType",
+        }
+        for param, key in filters.items():
+            if (wanted := self._get_param(param)) is not None:
+                events = [event for event in events if event.get(key) == wanted]
+        after, before = self._get_param("EventTimeAfter"), self._get_param("EventTimeBefore")
+        if after is not None:
+            events = [event for event in events if event["EventTime"].timestamp() > float(after)]
+        if before is not None:
+            events = [event for event in events if event["EventTime"].timestamp() < float(before)]
+        order = self._get_param("SortOrder") or "Descending"
+        events.sort(key=lambda event: event["EventTime"], reverse=order == "Descending")
+        size = int(self._get_param("MaxResults") or 100)
+        if not 1 <= size <= 100:
+            raise _invalid("MaxResults", size, "Member must have value between 1 and 100")
+        token = self._get_param("NextToken")
+        if token and not str(token).isdigit():
+            raise ValidationError(message="Invalid pagination token.")
+        start = int(token) if token else 0
+        answer: dict[str, Any] = {"Events": [_event_summary(event) for event in events[start : start + size]]}
+        if start + size < len(events):
+            answer["NextToken"] = str(start + size)
+        return ActionResult(answer)
+
+    def describe_cluster_event(self: Any) -> ActionResult:
+        _require(self._get_param("EventId"), "EventId")
+        _cluster, events = events_of(self)
+        event = next((event for event in events if event["EventId"] == self._get_param("EventId")), None)
+        if event is None:
+            raise ResourceNotFound(message=f"Event {self._get_param('EventId')!r} not found.")
+        return ActionResult({"EventDetails": event})
+
+    setattr(SageMakerResponse, "create_cluster", create_cluster)  # noqa: B010
+    setattr(Cluster, "describe", described)  # noqa: B010
+    setattr(SageMakerResponse, "list_cluster_events", list_cluster_events)  # noqa: B010
+    setattr(SageMakerResponse, "describe_cluster_event", describe_cluster_event)  # noqa: B010
+
+
+def _patch_health_checks() -> None:
+    """Gap (i): StartClusterHealthCheck. DeepHealthCheckConfigurations[{InstanceGroupName, InstanceIds (<= 500; all
+    of the group's nodes when left out), DeepHealthChecks (InstanceStress | InstanceConnectivity |
+    MultiNodeTrainingValidation)}] (<= 99); answers {ClusterArn}. An unknown group or instance, or a node that is not
+    Running or in Failure, is a ValidationException and nothing starts."""
+    from moto.core.responses import ActionResult
+    from moto.sagemaker.exceptions import ValidationError
+    from moto.sagemaker.responses import SageMakerResponse
+
+    def start_cluster_health_check(self: Any) -> ActionResult:
+        _require(self._get_param("ClusterName"), "ClusterName")
+        configurations = self._get_param("DeepHealthCheckConfigurations")
+        _require(configurations, "DeepHealthCheckConfigurations")
+        limit = _sagemaker_member_max("StartClusterHealthCheck", "DeepHealthCheckConfigurations")
+        if not 1 <= len(configurations) <= limit:
+            raise _invalid("DeepHealthCheckConfigurations", f"[{len(configurations)}]", f"length 1 to {limit}")
+        allowed = _sagemaker_enum("DeepHealthCheckType")
+        with _state_lock:
+            cluster = _settled_cluster(self.sagemaker_backend, self._get_param("ClusterName"))
+            chosen: list[tuple[Any, tuple[str, ...]]] = []
+            for position, configuration in enumerate(configurations, 1):
+                group = configuration.get("InstanceGroupName")
+                if _group_of(cluster, str(group)) is None:
+                    raise ValidationError(message=f"Instance group {group!r} not found in {cluster.cluster_name}.")
+                checks = tuple(configuration.get("DeepHealthChecks") or ())
+                if not checks or any(check not in allowed for check in checks):
+                    where = f"DeepHealthCheckConfigurations.{position}.member.DeepHealthChecks"
+                    raise _invalid(where, list(checks), f"Member must satisfy enum value set: {sorted(allowed)}")
+                ids = configuration.get("InstanceIds")
+                nodes = [n for n in cluster.nodes.values() if n.instance_group_name == group]
+                if ids is not None:
+                    nodes = [cluster.nodes[i] for i in ids if i in cluster.nodes]
+                    if len(nodes) != len(ids) or any(n.instance_group_name != group for n in nodes):
+                        raise ValidationError(message=f"Some of {ids} are not instances of group {group!r}.")
+                for node in nodes:
+                    if node.status not in _ACTIONABLE_NODE_STATUSES:
+                        raise ValidationError(
+                            message=f"Instance {node.instance_id} is {node.status}; a deep health check needs it "
+                            "Running or in Failure."
+                        )
+                chosen += [(node, checks) for node in nodes]
+            due = time.monotonic() + _progress_settings.seconds
+            for node, checks in chosen:
+                node.status = "DeepHealthCheckInProgress"
+                node.status_message = f"Deep health check: {', '.join(checks)}"
+                _schedule(cluster, due, _checked(node.instance_id))
+            _run_steps(cluster, time.monotonic())
+        return ActionResult({"ClusterArn": cluster.arn})
+
+    setattr(SageMakerResponse, "start_cluster_health_check", start_cluster_health_check)  # noqa: B010
+
+
+def _checked(node_id: str) -> Callable[[Any, float], None]:
+    def run(cluster: Any, _due: float) -> None:
+        node = cluster.nodes.get(node_id)
+        if node is None or node.status != "DeepHealthCheckInProgress":
+            return  # gone, or a status injected meanwhile wins
+        failure = cluster.__dict__.get(_CHECK_FAILURES, {}).pop(node_id, None)
+        node.status, node.status_message = (
+            ("Failure", f"Deep health check failed: {failure}")
+            if failure
+            else (
+                "Running",
+                "",
+            )
+        )
+
+    return run
+
+
+def add_hyperpod_cluster_event(
+    account_id: str,
+    region: str,
+    cluster_name: str,
+    *,
+    description: str,
+    level: str = "Error",
+    resource_type: str = "InstanceGroup",
+    instance_group: str | None = None,
+    instance_id: str | None = None,
+    failure_message: str | None = None,
+    at: datetime | None = None,
+) -> str:
+    """Record an event of a Continuous-provisioning cluster, as ListClusterEvents will show it; its EventId."""
+    cluster = _cluster(account_id, region, cluster_name)
+    if not _continuous(cluster):
+        raise ValueError(f"{cluster_name} is not in Continuous provisioning mode: AWS records no events for it")
+    if level not in _sagemaker_enum("ClusterEventLevel") or resource_type not in _sagemaker_enum(
+        "ClusterEventResourceType"
+    ):
+        raise ValueError(f"not an event level / resource type: {level!r}, {resource_type!r}")
+    event_id = f"{next(_event_numbers):08d}-{hashlib.sha256(cluster.arn.encode()).hexdigest()[:12]}"
+    event: dict[str, Any] = {
+        "EventId": event_id,
+        "ClusterArn": cluster.arn,
+        "ClusterName": cluster.cluster_name,
+        "ResourceType": resource_type,
+        "EventTime": at or datetime.now(UTC),
+        "Description": description,
+        "EventLevel": level,
+    }
+    if instance_group:
+        event["InstanceGroupName"] = instance_group
+    if instance_id:
+        event["InstanceId"] = instance_id
+    if failure_message:
+        event["EventDetails"] = {"EventMetadata": {_METADATA_KEYS[resource_type]: {"FailureMessage": failure_message}}}
+    with _state_lock:
+        cluster.__dict__.setdefault(_EVENTS, []).append(event)
+    return event_id
+
+
+def set_deep_health_check_result(
+    account_id: str, region: str, cluster_name: str, node_id: str, failure: str | None
+) -> None:
+    """What the next deep health check of a node finds: `failure` (it ends in Failure with that message), or
+    None (it passes)."""
+    cluster = _cluster(account_id, region, cluster_name)
+    with _state_lock:
+        failures = cluster.__dict__.setdefault(_CHECK_FAILURES, {})
+        if failure is None:
+            failures.pop(node_id, None)
+        else:
+            failures[node_id] = failure
