@@ -1,11 +1,12 @@
 """Cluster changes from plan to outcome: proposed with a Confirm button, started exactly once, watched.
 
-Launch, scale, reboot, replace, delete and stopping a ParallelCluster compute fleet all go the same way.
-Confirming is one conditional UPDATE of the operation's row (planned -> running), so a double click, a
+Launch, scale, reboot, replace, delete and stopping or starting a ParallelCluster compute fleet all go the same
+way. Confirming is one conditional UPDATE of the operation's row (planned -> running), so a double click, a
 Slack retry or a second replica finds the row already claimed and starts nothing. A plan expires `plan_ttl`
-after it was made (its quota check and prices were true then); its Confirm then starts nothing. A running
-operation is watched by polling AWS with backoff, its progress message edited in place; running operations
-are picked up again when the bot starts, so a restart neither forgets nor repeats them.
+after it was made (its quota check and prices were true then); its Confirm then starts nothing. Nor does the
+Confirm of a node plan whose nodes left since it was made (bot.clusters.pending). A running operation is
+watched by polling AWS with backoff, its progress message edited in place; running operations are picked up
+again when the bot starts, so a restart neither forgets nor repeats them.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from bot.audit_view import CANCEL, CONFIRM  # the buttons' action ids, the audit
 from bot.clusters import requests
 from bot.clusters.fleet import Fleet, describe_error, request_id
 from bot.clusters.model import Backend, Cluster
+from bot.clusters.pending import NODE_KINDS, moved
 from bot.clusters.progress import Kind, State, Watch, judge
 from bot.iam.denied import AccessProblem
 from bot.mrkdwn import escape
@@ -96,6 +98,15 @@ class StartFailed:
 
 
 @dataclass(frozen=True)
+class PlanMoved:
+    """The plan's nodes (or its cluster) are gone since it was made: nothing was sent, and the plan is withdrawn."""
+
+    noun: str
+    why: str  # "`i-0abc` is no longer in `org/cluster` (replaced or removed since the plan was made)"
+    replaces = True
+
+
+@dataclass(frozen=True)
 class Started:
     operation: Operation
     replaces = True
@@ -116,6 +127,7 @@ Decision = (
     | OtherChangeRunning
     | AlreadyDecided
     | StartFailed
+    | PlanMoved
     | Started
     | Cancelled
 )
@@ -158,6 +170,7 @@ class Operations:
     plan_ttl: timedelta = PLAN_TTL
     on_change: Callable[[str | None], None] | None = None  # told the org when a change finishes (Home)
     _watchers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    _plan_locks: dict[tuple[str, str, str], asyncio.Lock] = field(default_factory=dict)
 
     async def propose(
         self,
@@ -202,6 +215,31 @@ class Operations:
     async def get(self, operation_id: str) -> Operation | None:
         async with self.db.session() as session:
             return await crud.get_operation(session, operation_id=operation_id)
+
+    async def pending(self, *, org_id: str, backend: Backend, cluster_name: str) -> list[Operation]:
+        """The cluster's plans that wait for Confirm (neither decided nor expired), oldest first."""
+        async with self.db.session() as session:
+            return list(
+                await crud.planned_operations(
+                    session,
+                    org_id=org_id,
+                    backend=backend.value,
+                    cluster_name=cluster_name,
+                    since=self.clock() - self.plan_ttl,
+                )
+            )
+
+    def expires_at(self, operation: Operation) -> datetime:
+        return operation.requested_at + self.plan_ttl
+
+    def plan_lock(self, *, org_id: str, backend: Backend, cluster_name: str) -> asyncio.Lock:
+        """Held while a plan of the cluster is checked against the pending ones and stored: two clicks at once
+        on this replica make one plan (bot.clusters.changes settles a race between replicas after storing)."""
+        return self._plan_locks.setdefault((org_id, backend.value, cluster_name), asyncio.Lock())
+
+    async def withdraw(self, operation_id: str, *, reason: str) -> bool:
+        """Cancel a plan nobody has decided on (one that lost a race with another for the same thing)."""
+        return await self._claim(operation_id, OperationStatus.CANCELLED, detail=reason[:2000])
 
     async def _claim(self, operation_id: str, to: OperationStatus, **values: object) -> bool:
         async with self.db.session() as session:
@@ -267,6 +305,15 @@ class Operations:
             )
             if other is not None:
                 return OtherChangeRunning(other)
+            gone = await self._moved(operation)
+            if gone and await self._claim(
+                operation.id, OperationStatus.CANCELLED, confirmed_by=user_id, detail=f"not sent: {gone}"[:2000]
+            ):
+                # Sending it would ask AWS to act on instances that are not there: it would refuse, and the
+                # plan would be kept as a failed change. Refused here instead, and the plan's buttons go.
+                detail = f"not sent: {gone}"
+                self.record(operation, user_id=user_id, command=CONFIRM, outcome=Outcome.REFUSED, detail=detail)
+                return PlanMoved(noun=noun, why=gone)
         if not await self._claim(
             operation.id, OperationStatus.RUNNING, confirmed_by=user_id, confirmed_at=self.clock()
         ):
@@ -304,6 +351,25 @@ class Operations:
         await self._set(operation.id, started_at=operation.started_at, detail=operation.detail[:2000])
         self._watch(operation)
         return Started(operation)
+
+    async def _moved(self, operation: Operation) -> str | None:
+        """Why a node plan can no longer be sent as it was made (bot.clusters.pending.moved), read from the
+        cluster as AWS shows it now; None for other plans, and when the cluster cannot be read (AWS then
+        answers the request for itself)."""
+        if Kind(operation.kind) not in NODE_KINDS:
+            return None
+        backend = Backend(operation.backend)
+        try:
+            request = requests.from_json(Kind(operation.kind), backend, operation.request)
+            cluster = await self.fleet.get(operation.org_id, backend, operation.cluster_name)
+        except requests.BadRequest:
+            return None  # the start says it cannot be read
+        except Exception as error:
+            log.warning("reading %s before confirming: %s", operation.cluster_name, describe_error(error))
+            return None
+        if not isinstance(request, requests.NodeRequest):
+            return None
+        return moved(request, cluster, ref=f"{operation.org_id}/{operation.cluster_name}")
 
     def expired(self, operation: Operation, *, user_id: str, command: str) -> PlanExpired | None:
         """If the plan expired: the answer (audited as refused), which replaces the plan so its buttons go and

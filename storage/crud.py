@@ -188,6 +188,20 @@ async def running_operation(session: AsyncSession, *, org_id: str, backend: str,
     return (await session.exec(query)).first()
 
 
+async def planned_operations(
+    session: AsyncSession, *, org_id: str, backend: str, cluster_name: str, since: datetime
+) -> Sequence[Operation]:
+    """A cluster's plans not yet decided, made after `since` (the others have expired)."""
+    query = select(Operation).where(
+        Operation.org_id == org_id,
+        Operation.backend == backend,
+        Operation.cluster_name == cluster_name,
+        Operation.status == OperationStatus.PLANNED.value,
+        col(Operation.requested_at) > since,
+    )
+    return (await session.exec(query.order_by(col(Operation.requested_at), col(Operation.id)))).all()
+
+
 def _dialect_insert(session: AsyncSession) -> Any:
     """The dialect's INSERT (Postgres or SQLite), the one that has on_conflict_do_update/do_nothing."""
     dialect = session.bind.dialect.name if session.bind else "sqlite"

@@ -13,6 +13,7 @@ import logging
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol
 from zoneinfo import ZoneInfo
@@ -25,6 +26,7 @@ from bot.capacity.service import CapacityService
 from bot.clusters.backend import GroupNotFound
 from bot.clusters.fleet import Fleet, OrgClusters, describe_error
 from bot.clusters.model import Backend, Cluster, Node
+from bot.clusters.pending import in_the_way
 from bot.clusters.plans import LaunchPlan, PlanRefused, ScalePlan, plan_launch, plan_scale
 from bot.clusters.requests import (
     ChangeRequest,
@@ -62,6 +64,14 @@ class Proposals(Protocol):
     async def busy(self, *, org_id: str, backend: Backend, cluster_name: str) -> Operation | None: ...
 
     async def get(self, operation_id: str) -> Operation | None: ...
+
+    async def pending(self, *, org_id: str, backend: Backend, cluster_name: str) -> list[Operation]: ...
+
+    def expires_at(self, operation: Operation) -> datetime: ...
+
+    def plan_lock(self, *, org_id: str, backend: Backend, cluster_name: str) -> asyncio.Lock: ...
+
+    async def withdraw(self, operation_id: str, *, reason: str) -> bool: ...
 
 
 class Shown(StrEnum):
@@ -102,6 +112,16 @@ class ClusterBusy(Exception):
     def __init__(self, running: Operation) -> None:
         super().__init__(running.id)
         self.running = running
+
+
+class PlanPending(Exception):
+    """A plan of the cluster waits for Confirm that a new one would make stale (bot.clusters.pending): that one
+    stands, and nothing new is planned (no second Confirm button for the same thing)."""
+
+    def __init__(self, pending: Operation, expires_at: datetime) -> None:
+        super().__init__(pending.id)
+        self.pending = pending
+        self.expires_at = expires_at
 
 
 @dataclass(frozen=True)
@@ -224,15 +244,37 @@ class Changes:
     async def _propose_on(
         self, kind: Kind, cluster: Cluster, request: ChangeRequest, user_id: str, channel: str
     ) -> str:
-        return await self.propose(
-            kind,
-            org_id=cluster.org,
-            backend=cluster.backend,
-            cluster_name=cluster.name,
-            request=request,
-            user_id=user_id,
-            channel_id=channel,
-        )
+        """Store the plan unless a pending plan of the cluster is in its way (PlanPending). Checked and stored
+        under this replica's lock of the cluster; a plan another replica stored meanwhile is found after
+        storing, and then the later of the two is withdrawn, so that one stands whichever replica looks."""
+        node_ids = request.node_ids if isinstance(request, NodeRequest) else ()
+        org_id, backend, name = cluster.org, cluster.backend, cluster.name
+        async with self.operations.plan_lock(org_id=org_id, backend=backend, cluster_name=name):
+            await self._none_in_the_way(kind, cluster, node_ids)
+            operation_id = await self.propose(
+                kind,
+                org_id=org_id,
+                backend=backend,
+                cluster_name=name,
+                request=request,
+                user_id=user_id,
+                channel_id=channel,
+            )
+        others = await self.operations.pending(org_id=org_id, backend=backend, cluster_name=name)
+        earlier = in_the_way([o for o in others if o.id != operation_id], kind=kind, node_ids=node_ids)
+        mine = await self.operations.get(operation_id)
+        if earlier is None or mine is None or (mine.requested_at, mine.id) < (earlier.requested_at, earlier.id):
+            return operation_id
+        if await self.operations.withdraw(operation_id, reason=f"planned at once with {earlier.id}, which stands"):
+            raise PlanPending(earlier, self.operations.expires_at(earlier))
+        return operation_id
+
+    async def _none_in_the_way(self, kind: Kind, cluster: Cluster, node_ids: Sequence[str] = ()) -> None:
+        """PlanPending when a pending plan of the cluster covers what a new plan of `kind` would."""
+        pending = await self.operations.pending(org_id=cluster.org, backend=cluster.backend, cluster_name=cluster.name)
+        earlier = in_the_way(pending, kind=kind, node_ids=node_ids)
+        if earlier is not None:
+            raise PlanPending(earlier, self.operations.expires_at(earlier))
 
     async def check_changeable(self, cluster: Cluster) -> None:
         """NotPlanned when the cluster's backend makes no changes; ClusterBusy when a change is running."""
@@ -477,15 +519,15 @@ class Changes:
     ) -> NodesPlanned:
         """An alert's Replace node / Reboot node button: the same plan as `/cluster replace|reboot`, read fresh.
 
-        NotPlanned (a problem) when the cluster cannot be read or the node is gone; ClusterBusy when a change
-        is running."""
+        NotPlanned (a problem) when the cluster cannot be read or the node is gone (or on its way out);
+        ClusterBusy when a change is running; PlanPending when a plan for the node waits for Confirm."""
         try:
             cluster = await self.fleet.get(org_id, backend, cluster_name)
         except Exception as error:
             message = f"Could not read `{org_id}/{cluster_name}`: {describe_error(error)}"
             raise NotPlanned(message, outcome=Outcome.FAILED, shown=Shown.PROBLEM, org_id=org_id) from None
         node = next((n for n in cluster.nodes if n.node_id == node_id), None) if cluster else None
-        if cluster is None or node is None:
+        if cluster is None or node is None or node.leaving:
             message = f"`{node_id}` is no longer in `{org_id}/{cluster_name}`; nothing to {verb}."
             raise NotPlanned(message, outcome=Outcome.INVALID, shown=Shown.PROBLEM, org_id=org_id)
         busy = await self.operations.busy(org_id=cluster.org, backend=cluster.backend, cluster_name=cluster.name)

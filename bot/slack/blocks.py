@@ -448,6 +448,16 @@ def busy_text(other: Any) -> str:
     )
 
 
+def pending_text(pending: Any, *, expires_at: datetime, tz: ZoneInfo) -> str:
+    """A new plan refused because `pending` (bot.clusters.changes.PlanPending) already covers it."""
+    return (
+        f"`{pending.org_id}/{pending.cluster_name}` already has a plan waiting for Confirm that this would make "
+        f"stale: *{escape(operation_summary(pending))}*, asked by <@{pending.requested_by}> "
+        f"{when(pending.requested_at, tz)}. Nothing new was planned: confirm or cancel that plan (its requester "
+        f"or a program admin can), or run this again once it is decided or has expired ({when(expires_at, tz)})."
+    )
+
+
 def failed_nodes_text(failed: Sequence[NodeFailure]) -> str:
     return "; ".join(f"{f.node_id}: {f.code} ({escape(f.message)[:160]})" for f in failed)
 

@@ -16,6 +16,7 @@ from bot.operations import (
     NotAllowed,
     OtherChangeRunning,
     PlanExpired,
+    PlanMoved,
     PlanUnknown,
     Started,
     StartFailed,
@@ -51,6 +52,11 @@ def decision_reply(decision: Decision, *, plan: dict[str, Any] | None = None) ->
     if isinstance(decision, StartFailed):
         verb = "was refused" if decision.refused else "failed"
         return blocks.refusal(f"The {decision.noun} of `{decision.cluster_name}` {verb}: {decision.reason}")
+    if isinstance(decision, PlanMoved):
+        return blocks.problem(
+            f"Nothing was sent: {decision.why}. This {decision.noun} plan is withdrawn; "
+            "run the command again for the nodes there are now."
+        )
     if isinstance(decision, Started):
         kept = blocks.confirmed_plan(plan, decision.operation) if plan else None
         return kept or blocks.operation_decided(decision.operation, "confirmed")

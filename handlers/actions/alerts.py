@@ -14,7 +14,7 @@ from typing import Any
 from slack_bolt.context.ack.async_ack import AsyncAck
 
 from bot.access import Action
-from bot.clusters.changes import ClusterBusy, NotPlanned
+from bot.clusters.changes import ClusterBusy, NotPlanned, PlanPending
 from bot.services import Services
 from bot.slack import blocks
 from bot.slack.alerts import nothing_changed
@@ -171,6 +171,10 @@ async def _plan_node_action(services: Services, body: dict[str, Any], row: Episo
         return blocks.problem(not_planned.message)
     except ClusterBusy as busy:
         return blocks.problem(blocks.busy_text(busy.running))
+    except PlanPending as pending:  # pressed twice, or on two alerts of one node: the first plan stands
+        detail = f"plan pending: {pending.pending.id}"
+        _audit(services, body, row, command=f"alert_{verb}", outcome=Outcome.REFUSED, detail=detail)
+        return blocks.problem(blocks.pending_text(pending.pending, expires_at=pending.expires_at, tz=services.tz))
     detail = f"proposed as {planned.operation_id}"
     _audit(services, body, row, command=f"alert_{verb}", outcome=Outcome.ALLOWED, detail=detail)
     return blocks.node_action_plan(verb, planned.cluster, list(planned.nodes), operation_id=planned.operation_id)

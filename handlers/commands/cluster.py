@@ -7,7 +7,7 @@ import logging
 from datetime import timedelta
 
 from bot.access import Action
-from bot.clusters.changes import ClusterBusy, FleetStopOffered, NotPlanned, Shown
+from bot.clusters.changes import ClusterBusy, FleetStopOffered, NotPlanned, PlanPending, Shown
 from bot.clusters.model import Cluster
 from bot.commands import (
     CLUSTER,
@@ -242,6 +242,12 @@ def _busy(busy: ClusterBusy, org_id: str) -> Answer:
     return Answer(blocks.problem(blocks.busy_text(busy.running)), Outcome.REFUSED, org_id, "cluster busy")
 
 
+def _pending(services: Services, pending: PlanPending, org_id: str) -> Answer:
+    """A plan that a pending one covers: said, pointing at that one, with no Confirm of its own."""
+    said = blocks.pending_text(pending.pending, expires_at=pending.expires_at, tz=services.tz)
+    return Answer(blocks.problem(said), Outcome.REFUSED, org_id, f"plan pending: {pending.pending.id}")
+
+
 async def _cluster_to_change(services: Services, ref: ClusterRef, *, user_id: str, usage: str) -> Cluster | Answer:
     """The one cluster `ref` names that the user may change and that is not already changing, or the answer
     saying why not. Clusters the user may not see get the same answer as clusters that do not exist."""
@@ -278,6 +284,8 @@ async def _scale_plan(call: Call, parsed: ScaleGroup) -> Answer:
         )
     except NotPlanned as not_planned:
         return _not_planned(not_planned, usage)
+    except PlanPending as pending:
+        return _pending(services, pending, cluster.org)
     if isinstance(planned, FleetStopOffered):
         stop_id = planned.operation_id
         reply = blocks.fleet_stop_offer(
@@ -306,6 +314,8 @@ async def _node_plan(call: Call, parsed: NodeAction) -> Answer:
         )
     except NotPlanned as not_planned:
         return _not_planned(not_planned, usage)
+    except PlanPending as pending:
+        return _pending(services, pending, found.org)
     reply = blocks.node_action_plan(
         planned.verb, planned.cluster, list(planned.nodes), operation_id=planned.operation_id
     )
@@ -318,7 +328,10 @@ async def _delete_plan(call: Call, parsed: DeleteCluster) -> Answer:
     found = await _cluster_to_change(services, parsed.cluster, user_id=user_id, usage=call.spec.usage)
     if isinstance(found, Answer):
         return found
-    planned = await services.changes.delete(found, user_id=user_id, channel_id=channel_id)
+    try:
+        planned = await services.changes.delete(found, user_id=user_id, channel_id=channel_id)
+    except PlanPending as pending:
+        return _pending(services, pending, found.org)
     reply = blocks.delete_plan(found, operation_id=planned.operation_id)
     return Answer(reply, org_id=found.org, detail=f"proposed as {planned.operation_id}")
 

@@ -21,6 +21,7 @@ from bot.clusters.changes import (
     ClusterBusy,
     NodesPlanned,
     NotPlanned,
+    PlanPending,
     ScalePlanned,
     Shown,
 )
@@ -148,6 +149,13 @@ async def test_the_alert_button_plans_the_same_request_as_the_command(rig: Rig) 
         user_id=ALICE,
         channel_id=CHANNEL,
     )
+    assert from_alert.operation_id
+    with pytest.raises(PlanPending) as pending:  # one plan of a node at a time (issue 21): the first stands
+        await rig.changes.nodes(
+            cluster, verb="reboot", node_ids=[worker.node_id], dry_run=False, user_id=ALICE, channel_id=CHANNEL
+        )
+    assert pending.value.pending.id == from_alert.operation_id
+    await rig.operations.cancel(from_alert.operation_id, user_id=ALICE)
     from_command = await rig.changes.nodes(
         cluster, verb="reboot", node_ids=[worker.node_id], dry_run=False, user_id=ALICE, channel_id=CHANNEL
     )

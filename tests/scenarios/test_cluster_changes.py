@@ -151,21 +151,31 @@ async def test_only_the_requester_or_an_admin_confirms_and_one_change_at_a_time(
     await world.slack.click(user_id=HANA, message=planned, action_id="operation_confirm")
     refusal = await world.slack.wait_for(lambda m: m.ephemeral_to == HANA and "Only <@U0ALICE01>" in m.text)
     assert refusal.kind == "ephemeral" and group_counts(seeded_aws, TRAIN, WORKERS) == (32, 32)
+    # A second plan while this one waits would be stale once it ran: refused, pointing at it (issue 21).
     second = await ask(world, user=ADMIN, channel=KUMO, text=f"scale kumo-labs/{TRAIN} {WORKERS} 31")
+    assert "already has a plan waiting" in second.text and not [b for b in second.blocks if b["type"] == "actions"]
     clicks = await asyncio.gather(
         world.slack.click(user_id=ALICE, message=planned, action_id="operation_confirm"),
         world.slack.click(user_id=ALICE, message=planned, action_id="operation_confirm"),
     )
     assert all(click.status_code == 200 for click in clicks)
-    await world.slack.click(user_id=ADMIN, message=second, action_id="operation_confirm")
-    busy = await world.slack.wait_for(lambda m: m.ephemeral_to == ADMIN and "already changing" in m.text)
-    assert "Wait until its progress message says done" in busy.text
     await finished(world, f"Scaling kumo-labs/{TRAIN}")
     assert group_counts(seeded_aws, TRAIN, WORKERS) == (33, 33)
     # The losing click is answered (its handling is over) before the progress messages are counted.
     await world.slack.wait_for(lambda m: m.ephemeral_to == ALICE and "already" in m.text)
     progress = [m for m in world.slack.messages if m.kind == "message" and m.text.startswith("Scaling")]
     assert len(progress) == 1, "a double click scales once"
+
+    # Plans of different nodes stand side by side; confirmed together, one runs and the other waits its turn.
+    one, other = worker_nodes(seeded_aws)[:2]
+    mine = await ask(world, user=ALICE, channel=KUMO, text=f"reboot {TRAIN} {one}")
+    theirs = await ask(world, user=ADMIN, channel=KUMO, text=f"reboot kumo-labs/{TRAIN} {other}")
+    await world.slack.click(user_id=ALICE, message=mine, action_id="operation_confirm")
+    await world.slack.wait_for(lambda m: m.kind == "message" and m.text.startswith("Rebooting nodes"))
+    await world.slack.click(user_id=ADMIN, message=theirs, action_id="operation_confirm")
+    busy = await world.slack.wait_for(lambda m: m.ephemeral_to == ADMIN and "already changing" in m.text)
+    assert "Wait until its progress message says done" in busy.text
+    await finished(world, f"Rebooting nodes of kumo-labs/{TRAIN}")
 
 
 async def test_scale_pcluster_queue_up_then_down_through_a_stopped_fleet(world: Sandbox) -> None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from bot.alerts.kind import Action, Bucket
 from bot.clusters.model import Backend
+from bot.monitor.episodes import GONE, LEAVING
 from storage.models import Episode, EpisodeKind
 
 
@@ -19,9 +20,11 @@ class NodeKind:
     reads_cluster: bool = True
 
     def actions(self, rows: Sequence[Episode]) -> tuple[Action, ...]:
-        # Replace and reboot act on one node of HyperPod; a storm's message offers neither.
+        # Replace and reboot act on one node of HyperPod; a storm's message offers neither, nor does an alert
+        # whose node is leaving or gone (its status follows the node): there is nothing left to act on.
         one_hyperpod_node = len(rows) == 1 and rows[0].storm_id is None and rows[0].backend == Backend.HYPERPOD.value
-        node = (Action.REPLACE, Action.REBOOT) if one_hyperpod_node else ()
+        left = bool(rows) and rows[0].status in LEAVING | {GONE}
+        node = (Action.REPLACE, Action.REBOOT) if one_hyperpod_node and not left else ()
         return (Action.ACKNOWLEDGE, *node, Action.SILENCE)
 
 
