@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from bot.monitor.metrics_reads import MetricsReader, within
 from bot.monitor.throughput import DEFAULT_THRESHOLDS, Anomaly, JobDetector, Sample, Thresholds
@@ -225,8 +225,7 @@ def _parse_ts(text: str | None, line: int) -> datetime:
     return ts.replace(tzinfo=UTC)
 
 
-@dataclass(frozen=True, slots=True)
-class _Row:
+class _Row(NamedTuple):  # a tuple: a trace has millions of rows
     key: JobKey
     event: str | None
     value: float | None
@@ -235,31 +234,34 @@ class _Row:
     nodes: int | None  # checked, not used by the detector yet
 
 
+_REQUIRED = frozenset(REQUIRED)
+
+
 def _parse_row(row: dict[str, str], line: int) -> _Row:
     if None in row:
         raise ReplayError(line, f"more fields than the header ({','.join(name for name in row if name)})")
-    missing = [name for name in REQUIRED if name not in row]
-    if not any(name in row for name in VALUE_COLUMNS):
-        missing.append(" or ".join(VALUE_COLUMNS))
-    if missing:
+    unitless = "tokens_per_second" not in row and "samples_per_second" not in row
+    if unitless or not row.keys() >= _REQUIRED:
+        missing = [name for name in REQUIRED if name not in row]
+        if unitless:
+            missing.append(" or ".join(VALUE_COLUMNS))
         raise ReplayError(1, f"the header lacks {', '.join(missing)}; expected {COLUMNS_HINT}")
-    if any(text is None for text in row.values()):
+    if None in row.values():
         raise ReplayError(line, f"fewer fields than the header ({','.join(row)})")
     org, cluster, job = row["org"].strip(), row["cluster"].strip(), row["job"].strip()
-    for name, text in (("org", org), ("cluster", cluster), ("job", job)):
-        if not text:
-            raise ReplayError(line, f"{name} is empty")
+    if not (org and cluster and job):
+        raise ReplayError(line, f"{'org' if not org else 'cluster' if not cluster else 'job'} is empty")
     event_text = (row.get("event") or "").strip()
     if event_text not in ("", "start", "end"):
         raise ReplayError(line, f"unknown event {_short(event_text)} (expected start, end or empty)")
     event = event_text or None
-    given = [(name, row[name].strip()) for name in VALUE_COLUMNS if name in row and row[name].strip()]
-    if len(given) > 1:
+    tokens, samples = row.get("tokens_per_second", "").strip(), row.get("samples_per_second", "").strip()
+    if tokens and samples:
         raise ReplayError(line, "both tokens_per_second and samples_per_second are given; give one (one unit per job)")
     value: float | None = None
     unit: str | None = None
-    if given:
-        unit, value_text = given[0]
+    if tokens or samples:
+        unit, value_text = ("tokens_per_second", tokens) if tokens else ("samples_per_second", samples)
         try:
             value = float(value_text)
         except ValueError:
@@ -275,13 +277,14 @@ def _parse_row(row: dict[str, str], line: int) -> _Row:
             f"{' and '.join(columns)} {'is' if len(columns) == 1 else 'are'} empty (only start and end rows may "
             "leave it empty)",
         )
+    step, nodes = row.get("step"), row.get("nodes")
     return _Row(
-        key=(org, cluster, job),
-        event=event,
-        value=value,
-        unit=unit,
-        step=_whole(row.get("step"), "step", 0, line),
-        nodes=_whole(row.get("nodes"), "nodes", 1, line),
+        (org, cluster, job),
+        event,
+        value,
+        unit,
+        _whole(step, "step", 0, line) if step else None,
+        _whole(nodes, "nodes", 1, line) if nodes else None,
     )
 
 
