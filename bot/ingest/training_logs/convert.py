@@ -28,7 +28,7 @@ class ImportOptions:
     job: str
     tokens_per_step: float | None = None  # --tokens-per-step
     start: datetime | None = None  # --start: when the first step began, for a log without timestamps
-    last_change: datetime | None = None  # the file's last change: where a log without timestamps ends, else
+    last_change: datetime | None = None  # the file's last change: where a log without timestamps ends (no --start)
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,8 @@ def convert(items: Iterable[Item], fmt: LogFormat, options: ImportOptions) -> Im
     kept = sum(value is not None for run in values for value in run)
     left_out = skipped + sum(len(run) for run in placed) - kept
     if left_out:
-        notes.append(f"{left_out} progress lines left out: no time or no {unit.replace('_', ' ')} could be read")
+        lines = "line" if left_out == 1 else "lines"
+        notes.append(f"{left_out} progress {lines} left out: no time or no {unit.replace('_', ' ')} could be read")
     rows = _rows(runs, placed, values, unit, options)
     if runs[-1].end is not None:
         notes.append(f"training finished at line {runs[-1].end.line}: an end row follows the last sample")

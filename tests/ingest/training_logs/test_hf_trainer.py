@@ -128,7 +128,7 @@ def test_timed_dict_lines_with_their_step_and_the_headers_batch_size() -> None:
     assert samples(result) == [  # 10 steps in 6.42 s, 32 samples a step; step 10 has nothing before it to time it
         ("2021-01-15T10:28:56.791Z", pytest.approx(32 / 0.642, abs=1e-3), 20)
     ]
-    assert "1 progress lines left out: no time or no samples per second could be read" in result.notes
+    assert "1 progress line left out: no time or no samples per second could be read" in result.notes
 
 
 def test_the_header_is_read_whatever_its_spacing() -> None:
