@@ -60,7 +60,8 @@ def convert(items: Iterable[Item], fmt: LogFormat, options: ImportOptions) -> Im
     progress = [p for run in runs for p in run.steps]
     if not progress:
         raise LogError(None, f"no line reads as {fmt.label} progress (like `{fmt.example}`): is --format right?")
-    notes = [f"read {len(progress)} {fmt.label} progress lines (lines {progress[0].line}-{progress[-1].line})"]
+    lines = "line" if len(progress) == 1 else "lines"
+    notes = [f"read {len(progress)} {fmt.label} progress {lines} (lines {progress[0].line}-{progress[-1].line})"]
     if len(runs) > 1:
         starts = ", ".join(str(run.steps[0].line) for run in runs[1:])
         notes.append(f"{len(runs)} runs: training starts again at line{'s' if len(runs) > 2 else ''} {starts}")
