@@ -35,7 +35,7 @@ from bot.clusters.model import Backend
 from bot.config import ProgramConfig
 from bot.monitor.faulty import FaultyNodeMonitor, upload_peer_chart
 from bot.monitor.metrics_reads import MetricsReader, MetricsReads, ReadFailed
-from bot.monitor.throughput import NEAR_ZERO_RATIO, Anomaly, JobDetector, Sample, Thresholds
+from bot.monitor.throughput import DEGRADATION, NEAR_ZERO_RATIO, Anomaly, JobDetector, Sample, Thresholds
 from bot.mrkdwn import escape, when
 from bot.node_metrics.culprit import HEALTHY_BEFORE, find_culprit
 from bot.node_metrics.series import Cause, ClusterMetrics, Verdict
@@ -390,6 +390,8 @@ class ThroughputMonitor:
     async def _act(self, judged: Judged, reads: MetricsReads, now: datetime) -> int:
         row, detector, rows = judged.row, judged.detector, judged.rows
         current = detector.current
+        if current is not None and current.kind == DEGRADATION:
+            current = None  # a low-urgency notice of its own, not a job alert (its kind is still to be wired)
         if current is None:
             if row is not None and detector.baseline is not None:  # no baseline: no verdict, nothing closes
                 await self._close(row, detector, rows, now, note="throughput is back", ended=judged.ended[-1:])

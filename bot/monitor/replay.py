@@ -4,9 +4,10 @@ The trace is a CSV whose columns are the ingest API's sample keys, named in its 
 cluster, job`, `tokens_per_second` or `samples_per_second` (one unit per job), and optionally `step`, `event`,
 `nodes` (e.g. `ts,org,cluster,job,tokens_per_second,event`). ts in ISO-8601 UTC ending in `Z`, rows in time
 order across all jobs, the rate empty on `start`/`end` rows (a value there is taken as a sample too); `step`
-and `nodes` are checked (whole numbers) but not used by the detector. Each job (org, cluster, job) gets its own
-`JobDetector`. Before each row, every job whose stall deadline has come is advanced to that deadline, so a hang
-is detected at its last good sample + `stall_after`, as the live bot would, and not at the next row; a heap of
+and `nodes` are checked (whole numbers; `nodes` tells a slow restart from one on fewer nodes). Each job
+(org, cluster, job) gets its own `JobDetector`. Before each row, every job whose stall deadline has come is
+advanced to that deadline, so a hang is detected at its last good sample + `stall_after`, as the live bot
+would, and not at the next row; a heap of
 deadlines keeps that cheap however many jobs there are. At the end of the trace every job is advanced to the
 last ts in the file, or past it to `until` (a time, or a duration after the last row: `parse_until` reads
 `2026-11-29T12:00:00Z` and `end+30m`), so a trace that ends in a hang reports it, as the live bot would once
@@ -231,7 +232,7 @@ class _Row(NamedTuple):  # a tuple: a trace has millions of rows
     value: float | None
     unit: str | None  # the column the value came from; None on an event row without one
     step: int | None  # checked, not used by the detector
-    nodes: int | None  # checked, not used by the detector yet
+    nodes: int | None  # the detector compares a restart with the last healthy run on the same nodes
 
 
 _REQUIRED = frozenset(REQUIRED)
@@ -372,7 +373,7 @@ def _replay(
         detector = detectors.get(key)
         if detector is None:
             detector = detectors[key] = make_detector(thresholds)
-        record(key, detector.observe(Sample(ts, value, event)))
+        record(key, detector.observe(Sample(ts, value, event, parsed.nodes)))
         if key not in queued:
             deadline = detector.next_deadline
             if deadline is not None:

@@ -46,6 +46,24 @@ that long). Checkpoint and evaluation pauses (zero or absent samples, shorter th
 slow nor healthy samples: they open nothing and are not part of any median. After an `end` the job is
 inactive and silence is not an anomaly; a sample after `end` starts the job again (with a new warm-up).
 
+Any cadence (issue 23): the time scales follow the job's own reporting interval (the median of its last 15), so a
+job reporting every 10 s and one reporting every 5 minutes get the same detection: time between samples counts up to
+3 intervals (at least 2 minutes), the recent window holds 2.5 intervals, a block 6, the baseline window 10; a stall
+needs `stall_after` and 2.5 intervals of silence. A job reporting less often than every 15 minutes gets no slowdown
+judged, and `too_sparse` says why.
+
+Slow from the start (issue 23): a run (after `start`, or a sample after `end`) is compared, once its first block is
+in, with the last healthy run's baseline: on the same `nodes` at or below 70% of it, or at or below 50% when either
+run did not say its nodes, it is a slowdown from the run's first sample (`restart`, its `baseline` the earlier rate),
+held against that rate until the job is back near it. (A hang keeps the run's baseline, so a slow resumption after
+one is an ordinary slowdown.)
+
+Degradation (issue 23): a drop of 5% or more below the level of the 2 hours before, lasting 2 hours, judged at each
+block on the blocks' medians, clear of their own noise (a job whose blocks wander more than 2% from one to the next,
+or whose level steps by more than 2.5% an hour with its data mix, is not judged; a job is judged after a day). It
+ends once the level is back halfway. A slowdown (or a stall) closes it as it opens, and what follows a slowdown is
+judged afresh: the same episode is never told twice.
+
 A live monitor need not replay a whole run at each check: `snapshot()` is an independent copy of the detector,
 and feeding it what comes after `seen_until` says exactly what feeding the original would.
 """
@@ -80,8 +98,40 @@ CUSUM_LIMIT = 1.6  # log-deficit-minutes past the allowance that make a slowdown
 NEVER_BEFORE = timedelta(minutes=1)  # the CUSUM opens nothing sooner than `sustain` + this: deep drops are the
 # severe rule's, so a deficit counts at most as much as reaches CUSUM_LIMIT in that time (a 5-minute dip is none)
 
+# Cadence (issue 23): a job reporting every 10 s and one reporting every 5 minutes get the same detection, so the
+# time scales above stretch with the job's own reporting interval (the median of its recent intervals).
+INTERVALS_KEPT = 15  # the interval is the median of the job's last this many (kept across restarts: same exporter)
+GAP_INTERVALS = 3.0  # time between samples counts up to this many intervals (at least RECENT_WINDOW): longer is a pause
+STALL_INTERVALS = 2.5  # a stall needs at least this many intervals without progress (and stall_after)
+RECENT_INTERVALS = 2.5  # the recent window holds at least this many intervals (2-3 samples at a long cadence)
+BLOCK_SAMPLES = BLOCK_MIN_SAMPLES + 1  # a block lasts at least this many intervals, so it can fill
+WINDOW_INTERVALS = 10  # the baseline window lasts at least this many intervals
+MAX_JUDGED_INTERVAL = timedelta(minutes=15)  # sparser than this, a slowdown cannot be told within reason: said once
+
+# Slow from the start (issue 23): a run judged against the last healthy run of the same job, once its first block is in.
+RESTART_SAME_NODES = 0.7  # on the same number of nodes, at or below this fraction of the last healthy run's rate
+RESTART_UNKNOWN_NODES = 0.5  # ... or, when either run did not say its nodes, at or below this
+
+# Degradation (issue 23): a small, lasting drop, judged on the blocks' medians (their logs).
+DEG_WINDOW = timedelta(hours=2)  # the drop must hold this long ...
+DEG_REFERENCE = timedelta(hours=2)  # ... against the level of this long just before it
+DEG_DROP = math.log(1 / 0.955)  # the window's median this far below the reference's (a 5% drop, less a little noise)
+DEG_BELOW = math.log(1 / 0.975)  # ... with DEG_LASTING of its blocks at least this far below (the whole 2 h is down)
+DEG_LASTING = 0.75
+DEG_MAX_NOISE = 0.02  # a job whose blocks' medians wander more than this from one to the next cannot tell 5%
+DEG_Z = 4.0  # and the drop must be this many standard errors of the difference of the two medians
+DEG_STEP = timedelta(hours=1)  # the job's level steps: its last hour's median against the hour before, at each block
+DEG_STEPS_KEPT = timedelta(hours=48)  # ... over this long (kept across restarts: the data mix is the job's)
+DEG_CALM_FOR = timedelta(hours=24)  # ... at least this long, before a job is judged
+DEG_STEP_QUANTILE = 0.9  # the job is judged while this quantile of those steps (in log) is within DEG_MAX_STEP: a
+DEG_MAX_STEP = math.log(1.025)  # smooth daily drift moves a level by 1-2% an hour, a data mix by 5-8% at once
+DEG_RECOVER = timedelta(hours=1)  # a degradation ends once this long's median is back halfway (in log) to the
+# reference, or has risen by half the drop over the hour before (a daily drift may have moved the level meanwhile)
+DEG_HOLD = timedelta(hours=4)  # the rise as a degradation ends is no swing
+
 STALL = "stall"
 SLOWDOWN = "slowdown"
+DEGRADATION = "degradation"
 EVENTS = ("start", "end")
 
 
@@ -100,16 +150,18 @@ class Sample:
     ts: datetime  # aware UTC
     value: float | None  # tokens/s (or samples/s); None on start/end rows
     event: str | None = None  # "start" | "end" | None
+    nodes: int | None = None  # the nodes the job runs on, when its samples say
 
 
 @dataclass(frozen=True)
 class Anomaly:
-    kind: str  # "stall" | "slowdown"
+    kind: str  # "stall" | "slowdown" | "degradation"
     start: datetime  # when it began: the last good sample (stall) or the first slow sample (slowdown)
     detected_at: datetime  # when the detector could first say so (the alert time)
     end: datetime | None  # when it ended (None while open)
     baseline: float  # the job's healthy throughput when it began
     current: float  # the latest throughput seen (0.0 for a stall with no samples)
+    restart: bool = False  # a slowdown of a run that started slow: `baseline` is the last healthy run's rate
 
 
 def _median(ordered: list[float]) -> float:
@@ -151,6 +203,19 @@ class JobDetector:
         self._open: Anomaly | None = None
         self._prior_spread = 0.0  # the level spread of the job's earlier runs (a restart keeps its workload)
         self._level_spread = 0.0
+        self._intervals: deque[float] = deque(maxlen=INTERVALS_KEPT)  # seconds between successive samples
+        self._interval_s: float | None = None  # their median
+        self._prior_rate: float | None = None  # the last healthy run's baseline ...
+        self._prior_nodes: int | None = None  # ... and the nodes it ran on, if it said
+        self._steps: deque[tuple[datetime, float]] = deque()  # (block end, |level step|), see DEG_STEP
+        self._deg_hold_until: datetime | None = None
+        self._degraded: Anomaly | None = None
+        self._deg_reference = 0.0  # an open degradation's reference level (log) ...
+        self._deg_drop = 0.0  # ... and how far below it the job was as it was told
+        self._established = False
+        self._reference: float | None = None
+        self._nodes: int | None = None
+        self._prev_value_ts: datetime | None = None
         self._reset()
 
     # -- public state -------------------------------------------------------------------------------
@@ -169,8 +234,35 @@ class JobDetector:
 
     @property
     def current(self) -> Anomaly | None:
-        """The open anomaly, if any (with the latest throughput as `current`)."""
-        return self._open
+        """The open anomaly, if any (with the latest throughput as `current`); a degradation only when nothing
+        worse is open."""
+        return self._open or self._degraded
+
+    @property
+    def interval(self) -> timedelta | None:
+        """The job's own reporting interval: the median of its last few intervals between samples."""
+        return None if self._interval_s is None else timedelta(seconds=self._interval_s)
+
+    @property
+    def too_sparse(self) -> str | None:
+        """Why slowdowns are not judged for this job, when its samples are too far apart; else None."""
+        if self._interval_s is None or self._interval_s <= MAX_JUDGED_INTERVAL.total_seconds():
+            return None
+        return (
+            f"samples every {self._interval_s / 60:.0f} min: too far apart to judge a slowdown "
+            f"(at most every {MAX_JUDGED_INTERVAL.total_seconds() / 60:.0f} min); only stalls are told"
+        )
+
+    def _scaled(self, floor: timedelta, intervals: float) -> timedelta:
+        """`floor`, or `intervals` of the job's own reporting interval if that is longer."""
+        if self._interval_s is None:
+            return floor
+        return max(floor, timedelta(seconds=intervals * self._interval_s))
+
+    @property
+    def stall_after(self) -> timedelta:
+        """The silence that makes a stall for this job: stall_after, or 2.5 of its intervals if longer."""
+        return self._scaled(self.thresholds.stall_after, STALL_INTERVALS)
 
     @property
     def baseline(self) -> float | None:
@@ -200,7 +292,7 @@ class JobDetector:
             return None
         if not self._established and len(self._sorted) < WARMUP_MIN_SAMPLES:
             return None
-        return self._last_good + self.thresholds.stall_after
+        return self._last_good + self.stall_after
 
     # -- input --------------------------------------------------------------------------------------
 
@@ -216,16 +308,22 @@ class JobDetector:
         self._last_sample_ts = ts
         changes: list[Anomaly] = []
         if event == "start":
-            changes += self._close(ts)
+            changes += self._close(ts) + self._close_degradation(ts)
             self._reset()
             self._active = True
         if value is not None:
             if not self._active:  # a sample from a job never started, or after its end: an implicit start
                 self._reset()
                 self._active = True
+            if sample.nodes is not None:
+                self._nodes = sample.nodes
+            if self._prev_value_ts is not None:
+                self._intervals.append((ts - self._prev_value_ts).total_seconds())
+                self._interval_s = _median(sorted(self._intervals))
+            self._prev_value_ts = ts
             changes += self._sample(ts, value)
         if event == "end":
-            changes += self._close(ts)
+            changes += self._close(ts) + self._close_degradation(ts)
             self._reset()
             self._active = False
         return changes
@@ -239,15 +337,17 @@ class JobDetector:
             self._maybe_establish(now)
             if not self._established:
                 return []
-        if silent_for < self.thresholds.stall_after or (self._open is not None and self._open.kind == STALL):
+        if silent_for < self.stall_after or (self._open is not None and self._open.kind == STALL):
             return []
         changes = []
         last_good = self._last_good
+        changes += self._close_degradation(last_good)
         if self._open is not None:  # a slowdown that became a hang
             changes += self._close(max(self._open.start, last_good))
         latest = self._latest if self._latest_ts is not None and self._latest_ts > last_good else 0.0
         baseline = self._anchor()
         self._open = Anomaly(STALL, last_good, now, None, baseline, latest)
+        self._reference = None  # a hang ends a slow start's slowdown: after it, the run is judged as it is
         self._clear_slow_tracking()
         changes.append(self._open)
         return changes
@@ -256,8 +356,17 @@ class JobDetector:
 
     def _reset(self) -> None:
         """Forget the run: a new warm-up and a new baseline follow (the caller closes any open anomaly). How much
-        the job's healthy level moves is kept: a restart changes its rate (its nodes), not its data."""
+        the job's healthy level moves is kept: a restart changes its rate (its nodes), not its data. So is the
+        rate of a healthy run (one that did not start slow, with a block of its own), for the next run's check."""
         self._prior_spread = max(self._prior_spread, self._level_spread)
+        if self._established and self._reference is None and self._blocks_median is not None:
+            self._prior_rate, self._prior_nodes = self._anchor(), self._nodes
+        self._reference = None  # a slow start's slowdown holds the last healthy run's rate as the baseline
+        self._restart_judged = False
+        self._nodes = None
+        self._prev_value_ts = None
+        self._deg_blocks: deque[tuple[datetime, float]] = deque()  # (block end, log median), the last 4 hours
+        self._pending_degradation: list[Anomaly] = []
         self._established = False
         self._window: deque[tuple[datetime, float]] = deque()  # healthy samples, oldest first
         self._sorted: list[float] = []  # the same values, sorted
@@ -300,7 +409,8 @@ class JobDetector:
 
     def _anchor(self) -> float:
         recent = _median(self._sorted)
-        return recent if self._blocks_median is None else max(self._blocks_median, recent)
+        anchor = recent if self._blocks_median is None else max(self._blocks_median, recent)
+        return anchor if self._reference is None else max(anchor, self._reference)
 
     def _measure_noise(self, values: list[float]) -> None:
         """The job's sample noise, from healthy samples in time order: the MAD of successive log-differences, so
@@ -335,6 +445,8 @@ class JobDetector:
         leaving out a noisy job's low samples one by one would ratchet its baseline up."""
         if self._block_end is None or ts >= self._block_end:
             median = _median(sorted(self._block)) if len(self._block) >= BLOCK_MIN_SAMPLES else 0.0
+            if median > 0:
+                self._degradation_block(ts, median)
             if median >= level:
                 if self._blocks_median is not None and median > RISE_RESET * self._blocks_median:
                     self._blocks = []  # a lasting rise: the run's earlier blocks no longer say what healthy is
@@ -344,21 +456,21 @@ class JobDetector:
                 self._blocks_median = _median(self._blocks)
                 self._measure_level_spread()
                 self._measure_noise(self._block)
-            self._block, self._block_end = [], ts + BLOCK
+            self._block, self._block_end = [], ts + self._block_length()
         self._block.append(value)
 
     def _maybe_establish(self, now: datetime) -> None:
         if self._first_sample is None or len(self._sorted) < WARMUP_MIN_SAMPLES:
             return
         assert self._last_good is not None
-        if now - self._first_sample >= WARMUP or now - self._last_good >= self.thresholds.stall_after:
+        if now - self._first_sample >= WARMUP or now - self._last_good >= self.stall_after:
             self._established = True
             self._measure_noise([v for _, v in self._window])
 
     def _remember(self, ts: datetime, value: float) -> None:
         """Add a healthy sample to the baseline window, dropping those older than the window (keeping a few)."""
         window, ordered = self._window, self._sorted
-        horizon = ts - BASELINE_WINDOW
+        horizon = ts - self._scaled(BASELINE_WINDOW, WINDOW_INTERVALS)
         while len(window) >= WARMUP_MIN_SAMPLES and window[0][0] < horizon:
             _, old = window.popleft()
             del ordered[bisect.bisect_left(ordered, old)]
@@ -380,17 +492,24 @@ class JobDetector:
         baseline = _median(self._sorted)  # the anchor, inline: this is the path every sample takes
         if self._blocks_median is not None and self._blocks_median > baseline:
             baseline = self._blocks_median
+        if self._reference is not None and self._reference > baseline:
+            baseline = self._reference
         if value < NEAR_ZERO_RATIO * baseline or value == 0:  # a pause, or a hang that reports zeros
             if self._open is not None:
                 self._open = replace(self._open, current=value)
             return changes
         # the time since the previous progressing sample counts towards `sustain` (and the recovery) unless it
         # was longer than the recent window: a pause (absent or zero samples) is neither slow nor recovered time
+        # (up to GAP_INTERVALS of the job's own interval: at a 5-minute cadence every interval counts)
         previous = self._last_good
-        step = ts - previous if previous is not None and ts - previous <= RECENT_WINDOW else timedelta(0)
+        gap_bound = self._scaled(RECENT_WINDOW, GAP_INTERVALS)
+        step = ts - previous if previous is not None and ts - previous <= gap_bound else timedelta(0)
         self._last_good = ts
         if self._open is not None and self._open.kind == STALL:
             changes += self._close(ts)
+        if self.too_sparse is not None:  # too far apart to judge a slowdown (said once, by `too_sparse`): stalls only
+            self._remember(ts, value)
+            return changes
         threshold = baseline * self.thresholds.drop_ratio
         level = baseline * self._allowance_ratio  # the allowance as a throughput
         slow = value < threshold
@@ -411,7 +530,7 @@ class JobDetector:
                 self._raw_ok_since = ts
         recent = self._recent
         recent.append((ts, value))
-        horizon = ts - RECENT_WINDOW
+        horizon = ts - self._scaled(RECENT_WINDOW, RECENT_INTERVALS)
         while recent[0][0] < horizon:
             recent.popleft()
         smoothed = value if len(recent) == 1 else _median(sorted(v for _, v in recent))
@@ -431,6 +550,7 @@ class JobDetector:
             self._recovery = recovery
             if recovery >= 1 - 1e-9:
                 assert self._recovered_at is not None
+                self._reference = None  # a slow start that came back to the last healthy run's rate: healthy now
                 changes += self._close(self._recovered_at)
             return changes
         cusum = self._cusum
@@ -462,10 +582,113 @@ class JobDetector:
                 self._block.append(value)
             else:
                 self._add_to_block(ts, value, level)
+                changes += self._judge_restart(ts, value)
+                changes += self._pending_degradation
+                self._pending_degradation = []
         return changes
 
-    def _open_slowdown(self, start: datetime, ts: datetime, baseline: float, value: float) -> list[Anomaly]:
-        self._open = Anomaly(SLOWDOWN, start, ts, None, baseline, value)
+    def _open_slowdown(
+        self, start: datetime, ts: datetime, baseline: float, value: float, *, restart: bool = False
+    ) -> list[Anomaly]:
+        changes = self._close_degradation(start)  # the same episode, now a slowdown: told once, as that
+        self._open = Anomaly(SLOWDOWN, start, ts, None, baseline, value, restart)
         self._pending_since = None
         self._cusum, self._cusum_since = 0.0, None
-        return [self._open]
+        self._deg_blocks.clear()  # what follows a slowdown is judged afresh, never the slowdown's tail
+        return [*changes, self._open]
+
+    def _judge_restart(self, ts: datetime, value: float) -> list[Anomaly]:
+        """Once, as the run's first block is in: a run that started slow against the last healthy run. On the same
+        nodes at or below RESTART_SAME_NODES of its rate (or RESTART_UNKNOWN_NODES when the nodes are not known)
+        is a slowdown from the run's first sample, its baseline the last healthy run's rate; on other nodes, a
+        rate of its own. Held (as `_reference`) until the job is back near that rate or starts again."""
+        if self._restart_judged or self._blocks_median is None:
+            return []
+        self._restart_judged = True
+        prior, rate = self._prior_rate, self._blocks_median
+        if prior is None or self._open is not None or self._first_sample is None:
+            return []
+        if self._nodes is not None and self._prior_nodes is not None:
+            if self._nodes != self._prior_nodes:
+                return []
+            limit = RESTART_SAME_NODES
+        else:
+            limit = RESTART_UNKNOWN_NODES
+        if rate > limit * prior:
+            return []
+        self._reference = prior
+        self._clear_slow_tracking()
+        return self._open_slowdown(self._first_sample, ts, prior, value, restart=True)
+
+    # -- degradation ----------------------------------------------------------------------------------
+
+    def _close_degradation(self, end: datetime) -> list[Anomaly]:
+        if self._degraded is None:
+            return []
+        closed = replace(self._degraded, end=max(end, self._degraded.start), current=self._latest)
+        self._degraded = None
+        self._deg_hold_until = end + DEG_HOLD
+        return [closed]
+
+    def _degradation_block(self, ts: datetime, median: float) -> None:
+        """A completed block (`median` of its samples, ending at `ts`) for the degradation rule: its window (the
+        last DEG_WINDOW) against the reference (the DEG_REFERENCE before it). Told when the window's median is
+        DEG_DROP below the reference's, most of its blocks clearly below, the difference clear of the blocks'
+        own noise, the job's blocks quiet enough (DEG_MAX_NOISE) and its level calm (over the last DEG_STEPS_KEPT,
+        and at least DEG_CALM_FOR, most of its hourly steps within DEG_MAX_STEP: a job whose rate steps with its
+        data mix is not judged). Pure bookkeeping: what opens or
+        closes waits in `_pending_degradation` for the sample being taken."""
+        blocks = self._deg_blocks
+        log_median = math.log(median)
+        blocks.append((ts, log_median))
+        while blocks and blocks[0][0] <= ts - DEG_WINDOW - DEG_REFERENCE:
+            blocks.popleft()
+        if self._open is not None:
+            return
+        held = self._deg_hold_until is not None and ts < self._deg_hold_until
+        last_hour = sorted(v for at, v in blocks if at > ts - DEG_STEP)
+        hour_before = sorted(v for at, v in blocks if ts - 2 * DEG_STEP < at <= ts - DEG_STEP)
+        if self._degraded is None and not held and last_hour and hour_before:
+            # how much the level steps on its own (a degradation and its recovery left out)
+            self._steps.append((ts, abs(_median(last_hour) - _median(hour_before))))
+            while self._steps[0][0] <= ts - DEG_STEPS_KEPT:
+                self._steps.popleft()
+        if self._degraded is not None:
+            recent = _median(sorted(v for at, v in blocks if at > ts - DEG_RECOVER))
+            before = [v for at, v in blocks if ts - 2 * DEG_RECOVER < at <= ts - DEG_RECOVER]
+            rose = bool(before) and recent - _median(sorted(before)) >= self._deg_drop / 2
+            if rose or recent >= self._deg_reference - self._deg_drop / 2:
+                back_from = next(at for at, _ in blocks if at > ts - DEG_RECOVER)
+                self._pending_degradation += self._close_degradation(back_from - self._block_length())
+            else:
+                self._degraded = replace(self._degraded, current=median)
+            return
+        window = [(at, v) for at, v in blocks if at > ts - DEG_WINDOW]
+        reference = [v for at, v in blocks if at <= ts - DEG_WINDOW]
+        wanted = max(3, int(0.6 * (DEG_WINDOW / self._block_length())))
+        if len(window) < wanted or len(reference) < wanted:
+            return
+        ref = _median(sorted(reference))
+        now = _median(sorted(v for _, v in window))
+        drop = ref - now
+        if drop < DEG_DROP or not self._steps or ts - self._steps[0][0] < DEG_CALM_FOR:
+            return
+        steps = sorted(step for _, step in self._steps)
+        if steps[int(DEG_STEP_QUANTILE * (len(steps) - 1))] > DEG_MAX_STEP:
+            return  # the job's level steps by this much on its own: a 5% drop cannot be told from its data mix
+        logs = [v for _, v in blocks]
+        diffs = sorted(abs(b - a) for a, b in itertools.pairwise(logs))
+        noise = 1.4826 * _median(diffs) / math.sqrt(2)  # one block's noise, a level that moves left out
+        error = 1.25 * noise * math.sqrt(1 / len(window) + 1 / len(reference))  # of the two medians' difference
+        below = [at for at, v in window if v <= ref - DEG_BELOW]
+        if noise > DEG_MAX_NOISE or drop < DEG_Z * error or len(below) < DEG_LASTING * len(window):
+            return
+        start = below[0] - self._block_length()
+        if ts - start < DEG_WINDOW:  # not down since the window's start: it has not lasted DEG_WINDOW yet
+            return
+        self._deg_reference, self._deg_drop = ref, drop
+        self._degraded = Anomaly(DEGRADATION, start, ts, None, math.exp(ref), median)
+        self._pending_degradation.append(self._degraded)
+
+    def _block_length(self) -> timedelta:
+        return self._scaled(BLOCK, BLOCK_SAMPLES)

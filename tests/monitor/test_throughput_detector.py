@@ -30,6 +30,7 @@ def run(
     value: Callable[[datetime], float | None] | float | None,
     *,
     step: timedelta = STEP,
+    nodes: int | None = None,
 ) -> list[Anomaly]:
     """Feed one sample per step over [start, start + duration) (None: no sample, time only), advancing between."""
     changes: list[Anomaly] = []
@@ -39,7 +40,7 @@ def run(
         if rate is None:
             changes += detector.advance(ts)
         else:
-            changes += detector.observe(Sample(ts, rate))
+            changes += detector.observe(Sample(ts, rate, nodes=nodes))
         ts += step
     return changes
 
@@ -230,10 +231,12 @@ def test_a_restart_on_more_nodes_re_baselines_without_alerting() -> None:
 
 
 def test_a_restart_on_fewer_nodes_announced_by_start_is_not_a_slowdown() -> None:
-    detector = started()
+    detector = JobDetector()
+    detector.observe(Sample(T0, None, "start"))
+    assert run(detector, T0, WARM, RATE, nodes=16) == []
     restart = T0 + minutes(40)
     detector.observe(Sample(restart, None, "start"))  # no end: a new start also resets the job
-    assert run(detector, restart + minutes(3), timedelta(hours=2), RATE * 0.4) == []
+    assert run(detector, restart + minutes(3), timedelta(hours=2), RATE * 0.4, nodes=6) == []
     assert detector.baseline == pytest.approx(RATE * 0.4)
 
 
@@ -555,3 +558,157 @@ def test_a_snapshot_resumed_says_exactly_what_the_whole_replay_says(seed: int, s
     assert resumed.baseline == whole.baseline and resumed.current == whole.current
     assert resumed.seen_until == whole.seen_until
     assert feed(first, samples[split:]) == after  # the snapshot is independent: the original goes on alike
+
+
+# -- issue 23: any cadence, slow from the start, degradation ---------------------------------------------------------
+
+CADENCES = [timedelta(seconds=10), timedelta(seconds=30), timedelta(minutes=2), timedelta(minutes=5)]
+
+
+def started_every(step: timedelta, *, nodes: int | None = None, healthy_for: timedelta = WARM * 2) -> JobDetector:
+    detector = JobDetector()
+    detector.observe(Sample(T0, None, "start"))
+    assert run(detector, T0, healthy_for, RATE, step=step, nodes=nodes) == []
+    assert detector.interval == step
+    return detector
+
+
+@pytest.mark.parametrize("step", CADENCES, ids=str)
+def test_a_drop_to_60_percent_is_told_within_sustain_plus_two_intervals_at_any_cadence(step: timedelta) -> None:
+    detector = started_every(step)
+    slow_from = T0 + WARM * 2
+    [slowdown] = run(detector, slow_from, minutes(60), RATE * 0.55, step=step)
+    assert slowdown.kind == "slowdown" and slowdown.start == slow_from
+    assert slowdown.detected_at - slow_from <= minutes(5) + 2 * step
+
+
+@pytest.mark.parametrize("step", CADENCES, ids=str)
+def test_a_drop_to_70_percent_is_told_at_any_cadence(step: timedelta) -> None:
+    detector = started_every(step)
+    slow_from = T0 + WARM * 2
+    [slowdown] = run(detector, slow_from, minutes(60), RATE * 0.7, step=step)
+    assert slowdown.detected_at - slow_from <= minutes(10) + 2 * step
+
+
+@pytest.mark.parametrize("step", CADENCES, ids=str)
+def test_a_stall_waits_for_stall_after_and_two_and_a_half_intervals(step: timedelta) -> None:
+    detector = started_every(step)
+    last_good = T0 + WARM * 2 - step
+    assert detector.stall_after == max(minutes(10), 2.5 * step)
+    [stall] = run(detector, T0 + WARM * 2, minutes(40), None, step=timedelta(seconds=10))
+    assert stall.kind == "stall"
+    assert detector.stall_after <= stall.detected_at - last_good <= detector.stall_after + timedelta(seconds=10)
+    assert detector.too_sparse is None
+
+
+def test_a_job_too_sparse_to_judge_says_so_and_still_stalls() -> None:
+    step = minutes(20)
+    detector = started_every(step, healthy_for=timedelta(hours=4))
+    assert detector.too_sparse is not None and "20 min" in detector.too_sparse
+    assert run(detector, T0 + timedelta(hours=4), timedelta(hours=3), RATE * 0.4, step=step) == []
+    assert detector.stall_after == minutes(50)
+
+
+def restarted(rate: float, *, before: int | None, after: int | None) -> list[Anomaly]:
+    detector = JobDetector()
+    detector.observe(Sample(T0, None, "start"))
+    assert run(detector, T0, timedelta(hours=2), RATE, nodes=before) == []
+    restart = T0 + timedelta(hours=2)
+    detector.observe(Sample(restart, None, "end"))
+    detector.observe(Sample(restart + minutes(5), None, "start"))
+    return run(detector, restart + minutes(8), timedelta(hours=1), rate, nodes=after)
+
+
+def test_a_restart_slow_from_the_start_on_the_same_nodes_is_a_slowdown_naming_both_rates() -> None:
+    [slowdown] = restarted(RATE * 0.65, before=16, after=16)
+    assert slowdown.kind == "slowdown" and slowdown.restart
+    assert slowdown.baseline == pytest.approx(RATE) and slowdown.current == pytest.approx(RATE * 0.65)
+    assert slowdown.start == T0 + timedelta(hours=2, minutes=8)  # the run's first sample
+    assert slowdown.detected_at - slowdown.start <= minutes(25)  # once its warm-up and first block are over
+
+
+@pytest.mark.parametrize(
+    ("ratio", "before", "after", "told"),
+    [
+        (0.75, 16, 16, False),  # within the same nodes' allowance
+        (0.65, 16, 12, False),  # other nodes: a rate of its own
+        (0.65, None, None, False),  # no nodes: only at half or less
+        (0.45, None, None, True),
+        (0.45, 16, None, True),
+    ],
+)
+def test_which_slow_restarts_are_told(ratio: float, before: int | None, after: int | None, told: bool) -> None:
+    changes = restarted(RATE * ratio, before=before, after=after)
+    assert kinds(changes) == ([("slowdown", True)] if told else [])
+
+
+def test_a_slow_start_ends_when_the_job_is_back_at_its_last_healthy_rate() -> None:
+    changes = restarted(RATE * 0.45, before=None, after=None)
+    detector = JobDetector()  # replay the same to continue it
+    detector.observe(Sample(T0, None, "start"))
+    run(detector, T0, timedelta(hours=2), RATE)
+    detector.observe(Sample(T0 + timedelta(hours=2), None, "end"))
+    detector.observe(Sample(T0 + timedelta(hours=2, minutes=5), None, "start"))
+    assert kinds(run(detector, T0 + timedelta(hours=2, minutes=8), timedelta(hours=1), RATE * 0.45)) == kinds(changes)
+    back = T0 + timedelta(hours=3, minutes=8)
+    [closed] = run(detector, back, minutes(30), RATE)
+    assert closed.kind == "slowdown" and closed.end == back
+
+
+def quiet(
+    rng: random.Random, noise: float = 0.03, drop: tuple[datetime, datetime, float] | None = None
+) -> Callable[[datetime], float]:
+    """A quiet job (+-`noise`) with a +-3% daily drift, and a lasting drop by `drop`'s factor over its span."""
+
+    def value(ts: datetime) -> float:
+        factor = drop[2] if drop is not None and drop[0] <= ts < drop[1] else 1.0
+        drift = 1 + 0.03 * math.sin(2 * math.pi * (ts - T0).total_seconds() / 86400)
+        return RATE * factor * drift * (1 + rng.uniform(-noise, noise))
+
+    return value
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("factor", [0.95, 0.93])
+def test_a_lasting_drop_of_5_percent_is_a_degradation_after_two_hours(seed: int, factor: float) -> None:
+    began = T0 + timedelta(hours=30)
+    over = began + timedelta(hours=5)
+    detector = JobDetector()
+    detector.observe(Sample(T0, None, "start"))
+    changes = run(detector, T0, timedelta(hours=40), quiet(random.Random(seed), drop=(began, over, factor)))
+    assert kinds(changes) == [("degradation", True), ("degradation", False)]
+    opened, closed = changes
+    assert timedelta(hours=2) <= opened.detected_at - began <= timedelta(hours=2, minutes=40)
+    assert abs(opened.start - began) <= minutes(30)
+    assert opened.current / opened.baseline == pytest.approx(factor, abs=0.03)
+    assert closed.end is not None and abs(closed.end - over) <= timedelta(hours=1)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_job_too_noisy_to_tell_5_percent_is_not_judged(seed: int) -> None:
+    began = T0 + timedelta(hours=30)
+    detector = JobDetector()
+    detector.observe(Sample(T0, None, "start"))
+    rng = random.Random(seed)
+    assert (
+        run(detector, T0, timedelta(hours=40), quiet(rng, noise=0.25, drop=(began, began + minutes(300), 0.93))) == []
+    )
+
+
+def test_a_degradation_that_deepens_into_a_slowdown_is_closed_as_the_slowdown_opens() -> None:
+    began = T0 + timedelta(hours=30)
+    detector = JobDetector()
+    detector.observe(Sample(T0, None, "start"))
+    changes = run(detector, T0, timedelta(hours=33), quiet(random.Random(1), drop=(began, began + minutes(600), 0.93)))
+    assert kinds(changes) == [("degradation", True)]
+    changes = run(detector, T0 + timedelta(hours=33), minutes(30), RATE * 0.5)
+    assert kinds(changes) == [("degradation", False), ("slowdown", True)]
+    assert changes[0].end == changes[1].start
+
+
+@settings(max_examples=10, deadline=None, derandomize=True)
+@given(seed=seeds, noise=st.floats(min_value=0.01, max_value=0.15))
+def test_a_healthy_quiet_job_gets_no_degradation_over_three_days(seed: int, noise: float) -> None:
+    detector = JobDetector()
+    detector.observe(Sample(T0, None, "start"))
+    assert run(detector, T0, timedelta(hours=72), quiet(random.Random(seed), noise=noise), step=minutes(1)) == []
