@@ -84,7 +84,7 @@ class HomeTab:
         self._poster = poster
         self._render = render
         self._capacity = capacity
-        self._clock = clock
+        self.clock = clock  # public, as the digest's and the record book's: a scenario fixes the time
         self.delay = delay  # seconds; a test may set 0
         self._monotonic = monotonic
         self._sleep = sleep
@@ -194,7 +194,7 @@ class HomeTab:
         return HomeFacts(
             viewer=viewer,
             user_id=user_id,
-            now=self._clock(),
+            now=self.clock(),
             orgs=tuple(visible),
             roles=roles,
             digest_link=link if viewer is Viewer.ADMIN else None,
@@ -208,7 +208,7 @@ class HomeTab:
 
     async def org_facts(self, org_ids: Sequence[str]) -> dict[str, OrgHome]:
         """Each org's Home section as stored now (and its reserved capacity ending within 48 h)."""
-        now = self._clock()
+        now = self.clock()
         wanted = [org for org in (self._program.org(o) for o in org_ids) if org is not None]
         ids = [org.id for org in wanted]
         if not ids:
@@ -223,7 +223,14 @@ class HomeTab:
                     instances = tuple(sorted((t, n) for t, n in (seen.instances or {}).items() if n))
                     clusters[seen.org_id].append(
                         ClusterLine(
-                            seen.backend, seen.name, seen.status, seen.nodes_healthy, seen.nodes_total, instances
+                            seen.backend,
+                            seen.name,
+                            seen.status,
+                            seen.nodes_healthy,
+                            seen.nodes_total,
+                            instances,
+                            unhealthy=seen.nodes_unhealthy,
+                            compute_fleet=seen.compute_fleet,
                         )
                     )
             for episode in await crud.open_episodes(session):
