@@ -49,6 +49,7 @@ from bot.ingest.api import ingest_routes
 from bot.ingest.known_clusters import KnownClusters
 from bot.metrics import Metrics
 from bot.monitor.cloudwatch import CloudWatchPull
+from bot.monitor.diagnosis import HyperPodDiagnosis
 from bot.monitor.events import EventQueue
 from bot.monitor.faulty import FaultyNodeMonitor
 from bot.monitor.idle import IdleMonitor, SeenBackends, UsageObservers
@@ -132,7 +133,8 @@ def build_services(
     templates = load_templates(settings.pitcrew_templates)  # validated on start: a bad file stops it
     idle = IdleMonitor(desk=desk, prices=templates.prices)  # told each sweep's listings, after the ledger
     # The Home last: it reads what the ledger wrote.
-    observers = UsageObservers(ledger, idle, seen, SweepWatch(home=home))
+    diagnosis = HyperPodDiagnosis(desk=desk, fleet=fleet)  # HyperPod's cluster events and agent detections
+    observers = UsageObservers(ledger, idle, seen, diagnosis, SweepWatch(home=home))
     monitor = NodeMonitor(desk=desk, fleet=fleet, ledger=observers, metrics=metrics)
     escalation = Escalation(desk=desk, presenter=presenter)
     # Per-node metrics (the culprit in a job alert, faulty-node alerts): one reader per org that has them.

@@ -1528,6 +1528,10 @@ def _event_summary(event: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in event.items() if key in summary_shape.members}
 
 
+def _epoch(value: Any) -> float:
+    return value.timestamp() if isinstance(value, datetime) else float(value)
+
+
 def _patch_cluster_events() -> None:
     """Gap (i): NodeProvisioningMode kept (CreateCluster) and shown (DescribeCluster); ListClusterEvents
     (InstanceGroupName, NodeId, EventTimeAfter/Before, ResourceType, SortOrder, MaxResults 1-100, NextToken) and
@@ -1582,10 +1586,10 @@ def _patch_cluster_events() -> None:
             if (wanted := self._get_param(param)) is not None:
                 events = [event for event in events if event.get(key) == wanted]
         after, before = self._get_param("EventTimeAfter"), self._get_param("EventTimeBefore")
-        if after is not None:
-            events = [event for event in events if event["EventTime"].timestamp() > float(after)]
+        if after is not None:  # moto parses timestamps to datetimes; an epoch number where it does not
+            events = [event for event in events if event["EventTime"].timestamp() > _epoch(after)]
         if before is not None:
-            events = [event for event in events if event["EventTime"].timestamp() < float(before)]
+            events = [event for event in events if event["EventTime"].timestamp() < _epoch(before)]
         order = self._get_param("SortOrder") or "Descending"
         events.sort(key=lambda event: event["EventTime"], reverse=order == "Descending")
         size = int(self._get_param("MaxResults") or 100)

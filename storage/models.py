@@ -228,6 +228,9 @@ class Episode(SQLModel, table=True):
     failed_status: str = _text(32, default="")
     failed_message: str = _text(1000, default="")
     outcome: str = _text(500, default="")  # once closed, what it is now ("replaced by `i-…`, which is Running")
+    # HyperPod's own word on a node alert's node (its health-monitoring agent: "HyperPod: <fault type> (<reason>)"),
+    # shown beside AWS's status message; and the last deep health check's result ("" when none ran).
+    diagnosis: str = _text(300, default="")
 
 
 class Silence(SQLModel, table=True):

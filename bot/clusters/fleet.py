@@ -27,6 +27,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from bot.clusters.accounts import AwsAccounts
 from bot.clusters.backend import Capabilities, ClusterBackend, GroupNotFound, NodeBatchResult, ResizePlan, Unsupported
+from bot.clusters.diagnosis import ClusterEvent, Detection
 from bot.clusters.hyperpod import HyperPodBackend
 from bot.clusters.model import Backend, Cluster, ClusterNotFound
 from bot.clusters.parallelcluster import (
@@ -169,7 +170,10 @@ class Fleet:
     def backends(self, org: OrgConfig) -> list[ClusterBackend]:
         shared = (org.aws.account_id, org.aws.region) in self._shared
         hyperpod = HyperPodBackend(
-            org_id=org.id, sagemaker=self._accounts.client(org, "sagemaker"), shared_account=shared
+            org_id=org.id,
+            sagemaker=self._accounts.client(org, "sagemaker"),
+            shared_account=shared,
+            logs=lambda: self._accounts.client(org, "logs"),
         )
         ec2 = self._accounts.client(org, "ec2")
         pcluster: ClusterBackend
@@ -314,8 +318,43 @@ class Fleet:
 
         return await self._change(org_id, backend, act)
 
+    async def health_check(
+        self, org_id: str, name: str, *, checks: Sequence[str], nodes: Sequence[tuple[str, str]]
+    ) -> str:
+        """StartClusterHealthCheck (HyperPod) of `nodes` ((group, instance id)); AWS's request id."""
+
+        def act(target: ClusterBackend) -> str:
+            if not isinstance(target, HyperPodBackend):
+                raise Unsupported("deep health checks are HyperPod's")
+            return target.health_check(name=name, checks=checks, nodes=nodes)
+
+        return await self._change(org_id, Backend.HYPERPOD, act)
+
+    async def diagnosis(
+        self, cluster: Cluster, *, since: datetime, events: bool, detections: bool
+    ) -> tuple[list[ClusterEvent], list[Detection]]:
+        """HyperPod's own diagnosis of a cluster since a time: its cluster events (asked only when `events`: only
+        clusters with continuous provisioning have them) and its health-monitoring agent's detections."""
+        org = self._org(cluster.org)
+
+        def read() -> tuple[list[ClusterEvent], list[Detection]]:
+            target = self._backend(org, Backend.HYPERPOD)
+            assert isinstance(target, HyperPodBackend)
+            found = target.cluster_events(name=cluster.name, since=since) if events else []
+            arn = str(cluster.extra.get("arn", ""))
+            seen = target.detections(name=cluster.name, arn=arn, since=since) if detections and arn else []
+            return found, seen
+
+        try:
+            return await self._in_thread(read)
+        except Exception as error:
+            raise translated(cluster.org, error) from error
+
     async def stop_fleet(self, org_id: str, backend: Backend, name: str) -> None:
         await self._change(org_id, backend, lambda target: target.stop_fleet(name=name))
+
+    async def start_fleet(self, org_id: str, backend: Backend, name: str) -> None:
+        await self._change(org_id, backend, lambda target: target.start_fleet(name=name))
 
     async def delete(self, org_id: str, backend: Backend, name: str) -> str:
         return await self._change(org_id, backend, lambda target: target.delete(name=name))

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
 
+from bot.clusters import diagnosis
 from bot.clusters.backend import Capabilities, GroupNotFound, NodeBatchResult, ResizePlan, Unsupported
 from bot.clusters.model import (
     ORG_TAG,
@@ -62,9 +64,12 @@ class HyperPodBackend:
     backend = Backend.HYPERPOD
     capabilities = Capabilities(changes=True, node_actions=True, fleet=False)
 
-    def __init__(self, *, org_id: str, sagemaker: Any, shared_account: bool = False) -> None:
+    def __init__(
+        self, *, org_id: str, sagemaker: Any, shared_account: bool = False, logs: Callable[[], Any] | None = None
+    ) -> None:
         self._org = org_id
         self._client = sagemaker
+        self._logs = logs  # CloudWatch Logs (the health-monitoring agent's detections), made when first needed
         # Where several orgs share one account, the pitcrew:org tag decides whose a cluster is.
         self._check_tag = shared_account
 
@@ -146,6 +151,88 @@ class HyperPodBackend:
     def replace_nodes(self, *, name: str, node_ids: Sequence[str]) -> NodeBatchResult:
         """BatchReplaceClusterNodes (new hardware, volumes wiped) in chunks of the model's maximum."""
         return self._node_batches("BatchReplaceClusterNodes", self._client.batch_replace_cluster_nodes, name, node_ids)
+
+    def health_check(self, *, name: str, checks: Sequence[str], nodes: Sequence[tuple[str, str]]) -> str:
+        """StartClusterHealthCheck of `nodes` ((group, instance id)), one configuration per group; the RequestId."""
+        self._check_ours(name)
+        by_group: dict[str, list[str]] = {}
+        for group, node_id in nodes:
+            by_group.setdefault(group, []).append(node_id)
+        configurations = [
+            {"InstanceGroupName": group, "InstanceIds": ids, "DeepHealthChecks": list(checks)}
+            for group, ids in by_group.items()
+        ]
+        return _request_id(
+            self._client.start_cluster_health_check(ClusterName=name, DeepHealthCheckConfigurations=configurations)
+        )
+
+    def cluster_events(self, *, name: str, since: datetime) -> list[diagnosis.ClusterEvent]:
+        """The cluster's events since a time, oldest first (ListClusterEvents; a failure's message from
+        DescribeClusterEvent). Only clusters with continuous provisioning have them: ask only of those."""
+        events: list[diagnosis.ClusterEvent] = []
+        token: str | None = None
+        while True:
+            page = self._client.list_cluster_events(
+                ClusterName=name,
+                EventTimeAfter=since,
+                SortBy="EventTime",
+                SortOrder="Ascending",
+                MaxResults=100,
+                **({"NextToken": token} if token else {}),
+            )
+            for item in page.get("Events", []):
+                failure = ""
+                if item.get("EventLevel") in ("Error", "Warn"):
+                    details = self._client.describe_cluster_event(ClusterName=name, EventId=item["EventId"])
+                    failure = diagnosis.failure_message(details.get("EventDetails") or {})
+                events.append(
+                    diagnosis.ClusterEvent(
+                        event_id=str(item["EventId"]),
+                        at=item["EventTime"],
+                        level=str(item.get("EventLevel", "")),
+                        resource_type=str(item.get("ResourceType", "")),
+                        description=str(item.get("Description", "")),
+                        group=str(item.get("InstanceGroupName", "")),
+                        instance_id=str(item.get("InstanceId", "")),
+                        failure_message=failure,
+                    )
+                )
+            token = page.get("NextToken")
+            if not token:
+                return sorted(events, key=lambda event: event.at)
+
+    def detections(self, *, name: str, arn: str, since: datetime) -> list[diagnosis.Detection]:
+        """The health-monitoring agent's detections since a time (FilterLogEvents on the cluster's log group,
+        its SagemakerHealthMonitoringAgent streams); none when the group does not exist (yet)."""
+        if self._logs is None:
+            return []
+        client = self._logs()
+        found: list[diagnosis.Detection] = []
+        arguments: dict[str, Any] = {
+            "logGroupName": diagnosis.log_group(name, arn),
+            "logStreamNamePrefix": diagnosis.AGENT_STREAM_PREFIX,
+            "filterPattern": diagnosis.AGENT_FILTER,
+            "startTime": int(since.timestamp() * 1000),
+        }
+        while True:
+            try:
+                page = client.filter_log_events(**arguments)
+            except ClientError as error:
+                if _missing(error):
+                    return found
+                raise
+            for item in page.get("events", []):
+                detection = diagnosis.parse_detection(
+                    event_id=str(item.get("eventId", "")),
+                    at=datetime.fromtimestamp(int(item.get("timestamp", 0)) / 1000, UTC),
+                    stream=str(item.get("logStreamName", "")),
+                    message=str(item.get("message", "")),
+                )
+                if detection is not None:
+                    found.append(detection)
+            if not page.get("nextToken") or not page.get("events"):
+                return found
+            arguments["nextToken"] = page["nextToken"]
 
     def delete(self, *, name: str) -> str:
         """DeleteCluster; the RequestId."""
@@ -229,6 +316,8 @@ class HyperPodBackend:
             extra["node_recovery"] = described["NodeRecovery"]
         orchestrator = described.get("Orchestrator", {})
         extra["orchestrator"] = "EKS" if "Eks" in orchestrator else "Slurm"
+        if described.get("NodeProvisioningMode"):
+            extra["provisioning"] = described["NodeProvisioningMode"]
         return Cluster(
             org=self._org,
             name=described["ClusterName"],

@@ -52,6 +52,8 @@ class Known:
     # (an episode stored before they were kept: it gets no automatic successor, only a confirmed one).
     group_nodes: frozenset[str] | None = None
     group_target: int | None = None
+    key: str = ""  # its node_key; a cluster kind's other than CLUSTER_KEY (HyperPod's provisioning) is not the
+    # cluster's own status, and the cluster-level look leaves it alone
 
     @property
     def current(self) -> str:
@@ -287,6 +289,7 @@ def _follow(
 
 
 def _cluster_level(cluster: Cluster, episodes: Sequence[Known], now: datetime, verdict: Verdict) -> None:
+    episodes = [e for e in episodes if e.kind != "cluster" or e.key in ("", CLUSTER_KEY)]
     current = next((e for e in episodes if e.open and e.kind == "cluster"), None)
     failed = cluster_failed(cluster)
     if failed and current is None:

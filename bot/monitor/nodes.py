@@ -74,6 +74,7 @@ def _known(row: Episode) -> Known:
         closed_at=row.closed_at,
         group_nodes=frozenset(row.group_nodes) if row.group_nodes is not None else None,
         group_target=row.group_target,
+        key=row.node_key,
     )
 
 

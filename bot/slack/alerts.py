@@ -156,13 +156,19 @@ def node_alert(
     ref = f"{episode.org_id}/{episode.cluster_name}"
     is_open = episode.state == "open"
     backend = Backend(episode.backend)
-    if episode.kind == "cluster":
+    provisioning = episode.kind == "cluster" and episode.node_key not in ("", "cluster")
+    if provisioning:  # HyperPod's provisioning events (bot.monitor.diagnosis), the cluster itself still up
+        group = f", group `{escape(episode.group_name)}`" if episode.group_name else ""
+        what = f"`{ref}`{group}"
+    elif episode.kind == "cluster":
         what = f"`{ref}` is {episode.status}" if is_open else f"cluster `{ref}`"
     else:
         what = f"node `{episode.node_ids[0]}` of `{ref}`"
         if len(episode.node_ids) > 1:
             what += f", replaced by `{episode.node_ids[-1]}`"
-    if is_open:
+    if is_open and provisioning:
+        title = f"Provisioning failed: {what}"
+    elif is_open:
         title = f"{'Cluster failed' if episode.kind == 'cluster' else 'Node failed'}: {what}"
     else:
         title = f"Recovered after {_duration(episode.opened_at, episode.closed_at or now)}: {what}"
@@ -180,6 +186,8 @@ def node_alert(
             f"*Status*\n`{escape(episode.status)}`" + (f": {escape(episode.message)[:300]}" if episode.message else ""),
             f"*Failed at*\n{when(episode.opened_at, tz)}",
         ]
+        if getattr(episode, "diagnosis", ""):  # HyperPod's own word, beside AWS's status message
+            fields.append(f"*Diagnosis*\n{escape(episode.diagnosis)[:300]}")
     else:  # what it was, and what it is now: no status that reads as if it still failed
         status, message = failed_as(episode)
         failed_at = episode.failing_since if episode.reopened and episode.failing_since else episode.opened_at
