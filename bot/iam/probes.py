@@ -127,6 +127,26 @@ class Prober:
                 ClusterName=name, NodeIds=[_NODE]
             ),
             "sagemaker.DeleteCluster": lambda: self._client("sagemaker").delete_cluster(ClusterName=name),
+            # Asked of a cluster (and a log group) that does not exist: answered "not found" once permitted.
+            "sagemaker.ListClusterEvents": lambda: self._client("sagemaker").list_cluster_events(
+                ClusterName=name, MaxResults=1
+            ),
+            "sagemaker.DescribeClusterEvent": lambda: self._client("sagemaker").describe_cluster_event(
+                ClusterName=name, EventId="pitcrew-doctor-probe"
+            ),
+            "sagemaker.StartClusterHealthCheck": lambda: self._client("sagemaker").start_cluster_health_check(
+                ClusterName=name,
+                DeepHealthCheckConfigurations=[
+                    {
+                        "InstanceGroupName": "pitcrew-doctor",
+                        "InstanceIds": [_NODE],
+                        "DeepHealthChecks": ["InstanceStress"],
+                    }
+                ],
+            ),
+            "logs.FilterLogEvents": lambda: self._client("logs").filter_log_events(
+                logGroupName=f"/aws/sagemaker/Clusters/{name}/probe", limit=1
+            ),
             "sagemaker.AddTags": lambda: self._client("sagemaker").add_tags(
                 ResourceArn=self._cluster_arn, Tags=[{"Key": "pitcrew:doctor", "Value": "probe"}]
             ),
