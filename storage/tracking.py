@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, case, delete, func, or_, text, type_coerce, update
+from sqlalchemy import String, and_, case, column, delete, func, or_, text, type_coerce, update, values
 from sqlalchemy import select as sa_select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.elements import ColumnElement
@@ -351,63 +351,138 @@ async def hourly_job_rows(
 
 @dataclass(frozen=True)
 class SampleRun:
-    """Minutes of one job's rollups with no gap longer than the one asked for between them: its first and last
-    minute, and how many minutes reported."""
+    """A stretch of one job's samples with no hour between them without one: its first and last minute that
+    reported, and how many samples it holds."""
 
     org_id: str
     cluster: str
     job: str
     first: datetime
     last: datetime
-    minutes: int
+    samples: int
+    # The time between its samples, measured where a gap is unlikely: the smaller spacing of its first and last
+    # hour (its span over its count would count a gap inside it); None with fewer than 2 samples in both.
+    spacing: timedelta | None = None
 
 
 async def job_runs(
-    session: AsyncSession, *, org_ids: Sequence[str], since: datetime, until: datetime, gap: timedelta
+    session: AsyncSession, *, org_ids: Sequence[str], since: datetime, until: datetime
 ) -> list[SampleRun]:
-    """Each job's runs of reporting minutes in [since, until) (one-minute rollups, which outlive the raw
-    samples), split where more than `gap` passes between two minutes, oldest first. Split in SQL (gaps and
-    islands over the rollups' key), so a week is a few rows per job, not its 10,080 minutes."""
-    rollup = ThroughputRollup.__table__.c  # type: ignore[attr-defined]
-    job = (rollup.org_id, rollup.cluster, rollup.job)
-    previous = func.lag(rollup.minute).over(partition_by=job, order_by=rollup.minute)
-    dialect = session.bind.dialect.name if session.bind else "sqlite"
-    seconds: ColumnElement[Any]
-    if dialect == "postgresql":
-        seconds = func.extract("epoch", rollup.minute - previous)
-    else:  # SQLite keeps the minutes as ISO text: julianday gives days
-        seconds = (func.julianday(rollup.minute) - func.julianday(previous)) * 86400.0
+    """Each job's stretches of reporting in [since, until), oldest first: consecutive hours of the hourly rollups
+    (split in SQL, gaps and islands, so a week is a row or two per job, not its 168 hours), their ends then read
+    to the minute from the one-minute rollups (two indexed lookups per stretch). A stretch is split where a whole
+    hour passed without a sample, so a gap of less than an hour can be inside one."""
+    hourly = ThroughputHourly.__table__.c  # type: ignore[attr-defined]
+    job = (hourly.org_id, hourly.cluster, hourly.job)
+    previous = func.lag(hourly.hour).over(partition_by=job, order_by=hourly.hour)
     marked = (
         sa_select(
             *job,
-            rollup.minute,
-            case((previous.is_(None), 1), (seconds > gap.total_seconds(), 1), else_=0).label("new_run"),
+            hourly.hour,
+            hourly["count"],
+            # An hour's step is 3600 s; half a minute over it leaves julianday's rounding out.
+            case((previous.is_(None), 1), (_seconds(session, hourly.hour, previous) > 3630, 1), else_=0).label("new"),
         )
-        .where(rollup.org_id.in_(org_ids), rollup.minute >= since, rollup.minute < until, rollup["count"] > 0)
+        .where(hourly.org_id.in_(org_ids), hourly.hour >= _hour(since), hourly.hour < until, hourly["count"] > 0)
         .subquery()
     )
     mine = (marked.c.org_id, marked.c.cluster, marked.c.job)
     numbered = sa_select(
         *mine,
-        marked.c.minute,
-        func.sum(marked.c.new_run).over(partition_by=mine, order_by=marked.c.minute).label("run"),
+        marked.c.hour,
+        marked.c["count"],
+        func.sum(marked.c.new).over(partition_by=mine, order_by=marked.c.hour).label("stretch"),
     ).subquery()
-    query = (
-        sa_select(
-            numbered.c.org_id,
-            numbered.c.cluster,
-            numbered.c.job,
-            type_coerce(func.min(numbered.c.minute), UtcDateTime()),
-            type_coerce(func.max(numbered.c.minute), UtcDateTime()),
-            func.count(),
-        )
-        .group_by(numbered.c.org_id, numbered.c.cluster, numbered.c.job, numbered.c.run)
-        .order_by(numbered.c.org_id, numbered.c.cluster, numbered.c.job, func.min(numbered.c.minute))
-    )
+    stretches = sa_select(
+        numbered.c.org_id,
+        numbered.c.cluster,
+        numbered.c.job,
+        type_coerce(func.min(numbered.c.hour), UtcDateTime()),
+        type_coerce(func.max(numbered.c.hour), UtcDateTime()),
+        func.sum(numbered.c["count"]),
+    ).group_by(numbered.c.org_id, numbered.c.cluster, numbered.c.job, numbered.c.stretch)
     connection = await session.connection()
-    return [
-        SampleRun(o, c, j, first, last, int(n)) for o, c, j, first, last, n in (await connection.execute(query)).all()
-    ]
+    found = [(o, c, j, first, last, int(n)) for o, c, j, first, last, n in (await connection.execute(stretches)).all()]
+    edges = await _edge_minutes(
+        session, {(o, c, j, hour) for o, c, j, first, last, _ in found for hour in (first, last)}
+    )
+    runs = []
+    for o, c, j, first_hour, last_hour, samples in found:
+        head = edges.get((o, c, j, first_hour), (first_hour, first_hour, None))
+        tail = edges.get((o, c, j, last_hour), (last_hour, last_hour, None))
+        spacings = sorted(x for x in (head[2], tail[2]) if x is not None)
+        first, last = max(head[0], since), min(tail[1], until)
+        if first <= last:
+            runs.append(SampleRun(o, c, j, first, last, samples, spacings[0] if spacings else None))
+    return sorted(runs, key=lambda r: (r.org_id, r.cluster, r.job, r.first))
+
+
+def _hour(moment: datetime) -> datetime:
+    return moment.replace(minute=0, second=0, microsecond=0)
+
+
+def _seconds(session: AsyncSession, later: Any, earlier: Any) -> ColumnElement[Any]:
+    """`later - earlier` in seconds, in the session's SQL (SQLite keeps datetimes as ISO text)."""
+    if session.bind is not None and session.bind.dialect.name == "postgresql":
+        return func.extract("epoch", later - earlier)
+    return (func.julianday(later) - func.julianday(earlier)) * 86400.0
+
+
+async def _edge_minutes(
+    session: AsyncSession, hours: set[tuple[str, str, str, datetime]]
+) -> dict[tuple[str, str, str, datetime], tuple[datetime, datetime, timedelta | None]]:
+    """The first and last minute that reported in each (org, cluster, job, hour), and the spacing of its samples
+    there (None with fewer than 2), from the one-minute rollups: the hours given as a VALUES list joined on the
+    rollups' key, so each is a range of its primary key."""
+    rollup = ThroughputRollup.__table__.c  # type: ignore[attr-defined]
+    found: dict[tuple[str, str, str, datetime], tuple[datetime, datetime, timedelta | None]] = {}
+    wanted = sorted(hours)
+    connection = await session.connection()
+    for start in range(0, len(wanted), _EDGE_CHUNK):
+        chunk = wanted[start : start + _EDGE_CHUNK]
+        edges = (
+            values(
+                column("org_id", String()),
+                column("cluster", String()),
+                column("job", String()),
+                column("hour", UtcDateTime()),
+                column("next_hour", UtcDateTime()),
+                name="edges",
+            )
+            .data([(o, c, j, hour, hour + timedelta(hours=1)) for o, c, j, hour in chunk])
+            .cte("edges")  # WITH edges(org_id, ...) AS (VALUES ...): SQLite names no columns of VALUES AS x(...)
+        )
+        query = (
+            sa_select(
+                edges.c.org_id,
+                edges.c.cluster,
+                edges.c.job,
+                type_coerce(edges.c.hour, UtcDateTime()),
+                type_coerce(func.min(rollup.minute), UtcDateTime()),
+                type_coerce(func.max(rollup.minute), UtcDateTime()),
+                func.sum(rollup["count"]),
+            )
+            .select_from(edges)
+            .join(
+                ThroughputRollup.__table__,  # type: ignore[attr-defined]
+                and_(
+                    rollup.org_id == edges.c.org_id,
+                    rollup.cluster == edges.c.cluster,
+                    rollup.job == edges.c.job,
+                    rollup.minute >= edges.c.hour,
+                    rollup.minute < edges.c.next_hour,
+                    rollup["count"] > 0,
+                ),
+            )
+            .group_by(edges.c.org_id, edges.c.cluster, edges.c.job, edges.c.hour)
+        )
+        for o, c, j, hour, first, last, samples in (await connection.execute(query)).all():
+            spacing = (last - first) / (int(samples) - 1) if int(samples) >= 2 and last > first else None
+            found[(o, c, j, hour)] = (first, last, spacing)
+    return found
+
+
+_EDGE_CHUNK = 1000  # hours per VALUES list: 5 parameters each, well under SQLite's 32,766
 
 
 async def job_events(

@@ -301,10 +301,7 @@ async def gather_goodput(
         episodes = await tracking.episodes_overlapping(
             session, org_ids=ids, kinds=in_bucket(Bucket.STALL), since=since, until=until
         )
-        # Split finely in SQL (the shortest stall_after of any org); each job's own bound merges them after.
-        reported = await tracking.job_runs(
-            session, org_ids=ids, since=since - LOOK_BACK, until=until, gap=min(bounds.values())
-        )
+        reported = await tracking.job_runs(session, org_ids=ids, since=since - LOOK_BACK, until=until)
         events = await tracking.job_events(session, org_ids=ids, since=since - LOOK_BACK, until=until)
         for row in episodes:
             if row.status != STALL and row.id is not None:
@@ -325,12 +322,17 @@ async def gather_goodput(
     stretches: dict[tuple[str, str, str], list[Reported]] = defaultdict(list)
     for stretch in reported:
         stretches[(stretch.org_id, stretch.cluster, stretch.job)].append(
-            Reported(stretch.first, stretch.last, stretch.minutes)
+            Reported(stretch.first, stretch.last, stretch.samples, stretch.spacing)
         )
+    # Where a job (re)starts and warms up again: its `start` events, and the end of each of its stalls (a hung
+    # job that reports again was restarted, from its last checkpoint).
     starts: dict[tuple[str, str, str], list[datetime]] = defaultdict(list)
     for event in events:
         if event.event == "start":
             starts[(event.org_id, event.cluster, event.job)].append(event.ts)
+    for row in episodes:
+        if row.status == STALL and row.closed_at is not None and row.closed_at < until:
+            starts[(row.org_id, row.cluster_name, row.node_key)].append(row.closed_at)
     runs: dict[str, list[Run]] = defaultdict(list)
     for (org_id, cluster, job), found in stretches.items():
         runs[org_id] += runs_of(

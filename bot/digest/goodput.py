@@ -108,22 +108,27 @@ PAUSE = 0.05  # a minute under this share of the job's usual rate is a pause (ch
 
 @dataclass(frozen=True)
 class Reported:
-    """Minutes a job reported with no long gap between them (storage.tracking.SampleRun): first and last minute
-    and how many minutes."""
+    """A stretch of a job's samples with no long gap between them (storage.tracking.SampleRun): the first and
+    last minute that reported, and how many samples it holds."""
 
     first: datetime
     last: datetime
-    minutes: int
+    samples: int
+    spacing: timedelta | None = None  # between its samples where measured without gaps (its first and last hour)
 
 
 def interval(reported: Sequence[Reported]) -> timedelta:
-    """A job's usual time between samples: the median of the intervals within its stretches (each weighted by
-    how many it spans) and the gaps between them (1 minute at least: the rollups' grain)."""
+    """A job's usual time between samples (1 minute at least: the rollups' grain): the median of its stretches'
+    measured spacings; without any, the median of the mean intervals within its stretches (each weighted by how
+    many it spans) and the gaps between them."""
+    measured = sorted(r.spacing for r in reported if r.spacing is not None)
+    if measured:
+        return max(MINUTE, measured[len(measured) // 2])
     weighted: list[tuple[float, int]] = []
     for stretch in reported:
-        if stretch.minutes >= 2:
+        if stretch.samples >= 2:
             weighted.append(
-                ((stretch.last - stretch.first).total_seconds() / (stretch.minutes - 1), stretch.minutes - 1)
+                ((stretch.last - stretch.first).total_seconds() / (stretch.samples - 1), stretch.samples - 1)
             )
     for before, after in itertools.pairwise(reported):
         weighted.append(((after.first - before.last).total_seconds(), 1))

@@ -12,9 +12,9 @@ from bot.config import ProgramConfig
 from bot.digest.gather import gather_goodput
 from bot.digest.goodput import Reported, goodput, interval, missing_fraction, runs_of
 from bot.digest.weeks import parse_week
-from storage import tracking
+from storage import crud, tracking
 from storage.db import Database
-from storage.models import Episode, ThroughputRollup, ThroughputSample
+from storage.models import Episode, ThroughputSample
 
 WEEK = parse_week("2026-W48", ZoneInfo("Asia/Tokyo"))
 ORG, CLUSTER, JOB = "kumo-labs", "p5-train", "llama"
@@ -41,12 +41,17 @@ def at(hours: float) -> datetime:
     return WEEK.start + timedelta(hours=hours)
 
 
-def minutes(start: float, end: float, rate: float, *, every: int = 1, job: str = JOB) -> list[ThroughputRollup]:
-    rows, moment = [], at(start)
+def minutes(start: float, end: float, rate: float, *, every: int = 1, job: str = JOB) -> list[ThroughputSample]:
+    """A sample every `every` minutes from `start` to before `end` (hours from the week's start)."""
+    samples, moment = [], at(start)
     while moment < at(end):
-        rows.append(ThroughputRollup(org_id=ORG, cluster=CLUSTER, job=job, minute=moment, count=2, total=2 * rate))
+        samples.append(
+            ThroughputSample(
+                org_id=ORG, cluster=CLUSTER, job=job, ts=moment, tokens_per_second=rate, received_at=moment
+            )
+        )
         moment += timedelta(minutes=every)
-    return rows
+    return samples
 
 
 def episode(
@@ -77,14 +82,19 @@ async def test_a_day_of_one_cluster_read_from_storage(db: Database) -> None:
         await tracking.record_cluster_states(
             session, org_id=ORG, held={("hyperpod", CLUSTER, "p5.48xlarge"): 4}, at=at(-24)
         )
-        session.add_all(
-            [
+        await crud.store_samples(  # as ingest stores them: raw, and folded into their minute and hour rollups
+            session,
+            samples=[
                 *minutes(-2, 5, 1000),
                 *minutes(6, 7, 1000),
                 *minutes(7, 8, 500),
                 *minutes(8, 10, 1000),
                 *minutes(12.5, 14, 1000),
                 ThroughputSample(org_id=ORG, cluster=CLUSTER, job=JOB, ts=at(12), event="start", received_at=at(12)),
+            ],
+        )
+        session.add_all(
+            [
                 episode("node", "i-0failed", "Failure", 2, 2, 3),
                 episode("job", JOB, "stall", 5, 5 + 1 / 6, 6),
                 episode("job", JOB, "slowdown", 7, 7.1, 8, generation=1),
@@ -109,28 +119,30 @@ async def test_a_day_of_one_cluster_read_from_storage(db: Database) -> None:
 
 async def test_runs_split_in_sql_and_merged_at_each_jobs_cadence(db: Database) -> None:
     async with db.session() as session:
-        session.add_all(
-            [
+        await crud.store_samples(
+            session,
+            samples=[
                 *minutes(0, 2, 1000, every=1, job="every-minute"),
                 *minutes(3, 4, 1000, every=1, job="every-minute"),
                 *minutes(0, 4, 1000, every=15, job="quarter-hourly"),
                 *minutes(0, 4, 1000, every=5, job="five-minutely"),
-            ]
+            ],
         )
-        await session.commit()
-        found = await tracking.job_runs(session, org_ids=[ORG], since=at(0), until=at(4), gap=timedelta(minutes=10))
+        found = await tracking.job_runs(session, org_ids=[ORG], since=at(0), until=at(4))
     by_job: dict[str, list[tracking.SampleRun]] = {}
     for run in found:
         by_job.setdefault(run.job, []).append(run)
-    assert [(r.first, r.last, r.minutes) for r in by_job["every-minute"]] == [
+    assert [(r.first, r.last, r.samples) for r in by_job["every-minute"]] == [
         (at(0), at(2) - timedelta(minutes=1), 120),
         (at(3), at(4) - timedelta(minutes=1), 60),
-    ]
-    assert [(r.first, r.last, r.minutes) for r in by_job["five-minutely"]] == [
+    ], "an hour without a sample splits"
+    assert [(r.first, r.last, r.samples) for r in by_job["five-minutely"]] == [
         (at(0), at(4) - timedelta(minutes=5), 48)
     ]
-    assert len(by_job["quarter-hourly"]) == 16, "every sample its own stretch in SQL"
-    stretches = [Reported(r.first, r.last, r.minutes) for r in by_job["quarter-hourly"]]
+    stretches = [Reported(r.first, r.last, r.samples, r.spacing) for r in by_job["quarter-hourly"]]
+    assert [(r.first, r.last, r.samples, r.spacing) for r in stretches] == [
+        (at(0), at(4) - timedelta(minutes=15), 16, timedelta(minutes=15))
+    ]
     assert interval(stretches) == timedelta(minutes=15)
     (merged,) = runs_of(
         stretches, [], cluster_name=CLUSTER, job="q", stall_after=timedelta(minutes=10), warmup=timedelta(minutes=10)
@@ -147,6 +159,9 @@ def test_a_start_inside_a_run_splits_it_and_a_slowdowns_fraction_leaves_pauses_o
         at(1),
         at(2) + timedelta(minutes=1),
     )
+    # A job's interval is its measured spacing, not its span over its count (a gap inside would double it).
+    assert interval([Reported(at(0), at(2), 13, timedelta(minutes=5))]) == timedelta(minutes=5)
+    assert interval([Reported(at(0), at(2), 13)]) == timedelta(minutes=10)
     # A checkpoint pause (zeros) before the slowdown does not lower the rate it is compared with.
     before = [(2, 2000.0)] * 20 + [(2, 0.0)] * 5
     assert missing_fraction(before, [(2, 1400.0)] * 10) == pytest.approx(0.3)
