@@ -28,8 +28,9 @@ TRACK_VIEW, TRACK_ADD = "track_add_record", "track_add"
 LAUNCH_VIEW, LAUNCH_OPEN = "launch_form", "launch_open"  # bot.slack.launch_form
 ACK, SILENCE, UNSILENCE = "alert_ack", "alert_silence", "alert_unsilence"
 ALERT_REPLACE, ALERT_REBOOT = "alert_replace", "alert_reboot"
-KINDS = ("launch", "scale", "reboot", "replace", "delete", "stop_fleet")  # bot.clusters.progress.Kind
-NOUNS = {"stop_fleet": "compute fleet stop"}
+FLEET_START = "fleet_start"  # bot.slack.blocks.START_FLEET_ACTION: a stopped fleet's Start button
+KINDS = ("launch", "scale", "reboot", "replace", "delete", "stop_fleet", "start_fleet")  # bot.clusters.progress.Kind
+NOUNS = {"stop_fleet": "compute fleet stop", "start_fleet": "compute fleet start"}
 
 # (command, first word of the entry's text or None for any): the entries an `--action` filter keeps.
 Match = tuple[str, str | None]
@@ -53,6 +54,7 @@ BUTTONS = {
     ACK: "Acknowledge",
     ALERT_REPLACE: "Replace node",
     ALERT_REBOOT: "Reboot node",
+    FLEET_START: "Start compute fleet",
     UNSILENCE: "Unsilence",
     **{action: f"Silence {action.rsplit('_', 1)[1]} h" for action in SILENCES},
 }
@@ -70,6 +72,7 @@ ACTIONS: dict[str, tuple[Match, ...]] = {
     "replace": _change("replace", (ALERT_REPLACE, None), (CLICK, ALERT_REPLACE)),
     "reboot": _change("reboot", (ALERT_REBOOT, None), (CLICK, ALERT_REBOOT)),
     "delete": _change("delete", *_clicks(DELETE_OPEN), (DELETE_VIEW, None), (FORM, DELETE_VIEW)),
+    "start": (("/cluster", "start"), *_change("start_fleet")[1:], *_clicks(FLEET_START)),
     "confirm": (*_clicks(CONFIRM, LEGACY_CONFIRM), (DELETE_VIEW, None), (FORM, DELETE_VIEW)),
     "cancel": _clicks(CANCEL, LEGACY_CANCEL),
     "ack": _clicks(ACK),
@@ -262,6 +265,8 @@ def describe(
             ALERT_REPLACE: f"asked from an alert to replace a node of {target}{extra}",
             ALERT_REBOOT: f"asked from an alert to reboot a node of {target}{extra}",
         }[command]
+    elif command == FLEET_START:
+        what = f"asked with a button to start the compute fleet of {code(text, limit=TEXT_LIMIT)}"
     elif command == TRACK_VIEW:
         what = "added a record with the form"
     elif command == LAUNCH_VIEW:

@@ -129,6 +129,14 @@ class DeleteCluster:
 
 
 @dataclass(frozen=True)
+class StartFleet:
+    """`start`: a stopped ParallelCluster compute fleet started again."""
+
+    cluster: ClusterRef
+    dry_run: bool = False
+
+
+@dataclass(frozen=True)
 class ShowThroughput:
     cluster: ClusterRef
     hours: int = 6
@@ -147,6 +155,7 @@ ClusterCommand = (
     | ScaleGroup
     | NodeAction
     | DeleteCluster
+    | StartFleet
     | ShowThroughput
     | ListCapacity
     | RunDoctor
@@ -335,6 +344,13 @@ def _delete(args: Args) -> DeleteCluster:
     return DeleteCluster(cluster=ref)
 
 
+def _start(args: Args) -> StartFleet:
+    ref, rest, dry_run = _change(args, "start")
+    if rest:
+        raise UsageError("`/cluster start` takes one cluster name and nothing else.", args.usage)
+    return StartFleet(cluster=ref, dry_run=dry_run)
+
+
 def _scale(args: Args) -> ScaleGroup:
     (ref, rest, dry_run), usage = _change(args, "scale"), args.usage
     if len(rest) != 2:
@@ -448,6 +464,14 @@ CLUSTER = CommandSet(
             summary="set an instance group's (or queue's) node count: the plan (quota, cost), then Confirm",
             needs=Action.OPERATE,
             parse=_scale,
+        ),
+        Subcommand(
+            name="start",
+            usage="/cluster start CLUSTER [--dry-run]",
+            summary="start a stopped ParallelCluster compute fleet again: the plan (the nodes that come back, "
+            "quota), then Confirm",
+            needs=Action.OPERATE,
+            parse=_start,
         ),
         Subcommand(
             name="replace",

@@ -428,6 +428,9 @@ class Operations:
         if isinstance(request, requests.StopFleetRequest):
             await self.fleet.stop_fleet(org_id, backend, name)
             return ""
+        if isinstance(request, requests.StartFleetRequest):
+            await self.fleet.start_fleet(org_id, backend, name)
+            return ""
         result = await self.fleet.node_batch(
             org_id, backend, name, replace=kind is Kind.REPLACE, node_ids=request.node_ids
         )

@@ -71,7 +71,15 @@ async def record_clusters_seen(session: AsyncSession, *, rows: Sequence[ClusterS
         index_elements=["org_id", "backend", "name"],
         set_={
             key: statement.excluded[key]
-            for key in ("status", "nodes_total", "nodes_healthy", "instances", "last_seen_at")
+            for key in (
+                "status",
+                "nodes_total",
+                "nodes_healthy",
+                "nodes_unhealthy",
+                "compute_fleet",
+                "instances",
+                "last_seen_at",
+            )
         },
     )
     await session.exec(statement)

@@ -73,6 +73,8 @@ class ClusterSeen(SQLModel, table=True):
     status: str = Field(max_length=40)
     nodes_total: int = 0
     nodes_healthy: int = 0
+    nodes_unhealthy: int = 0  # the rest of nodes_total are in transition (bot.clusters.health)
+    compute_fleet: str = _text(24, default="")  # ParallelCluster's computeFleetStatus; "" where there is none
     instances: dict[str, int] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     last_seen_at: datetime = _utc_column(nullable=False)
 
@@ -135,7 +137,7 @@ class Operation(SQLModel, table=True):
     )
 
     id: str = Field(primary_key=True, max_length=32)
-    kind: str = _text(16)  # bot.clusters.progress.Kind: launch, scale, reboot, replace, delete, stop_fleet
+    kind: str = _text(16)  # bot.clusters.progress.Kind: launch, scale, reboot, replace, delete, stop_fleet, start_fleet
     org_id: str = _text(40, index=True)
     backend: str = _text(16)
     cluster_name: str = _text(63)

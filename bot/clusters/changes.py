@@ -25,15 +25,17 @@ from bot.capacity.model import Reservation
 from bot.capacity.service import CapacityService
 from bot.clusters.backend import GroupNotFound
 from bot.clusters.fleet import Fleet, OrgClusters, describe_error
-from bot.clusters.model import Backend, Cluster, Node
+from bot.clusters.held import back_on_start, held_instances
+from bot.clusters.model import Backend, Cluster, FleetPhase, Node
 from bot.clusters.pending import in_the_way
-from bot.clusters.plans import LaunchPlan, PlanRefused, ScalePlan, plan_launch, plan_scale
+from bot.clusters.plans import LaunchPlan, PlanRefused, QuotaLine, ScalePlan, plan_launch, plan_scale, quota_lines
 from bot.clusters.requests import (
     ChangeRequest,
     DeleteRequest,
     Kind,
     NodeRequest,
     ScaleRequest,
+    StartFleetRequest,
     StopFleetRequest,
     to_json,
 )
@@ -151,6 +153,16 @@ class FleetStopOffered:
     count: int
     reasons: tuple[str, ...]
     operation_id: str | None
+
+
+@dataclass(frozen=True)
+class FleetStartPlanned:
+    """Starting a stopped compute fleet: what comes back (its static nodes, by instance type) against quota."""
+
+    cluster: Cluster
+    back: Mapping[str, int]
+    quota: tuple[QuotaLine, ...]
+    operation_id: str | None  # None for a dry run
 
 
 @dataclass(frozen=True)
@@ -537,6 +549,53 @@ class Changes:
             node_kind(verb), cluster, node_request(cluster, [node_id]), user_id, channel_id
         )
         return NodesPlanned(verb, cluster, (node,), operation_id)
+
+    async def start_fleet(self, cluster: Cluster, *, dry_run: bool, user_id: str, channel_id: str) -> FleetStartPlanned:
+        """A cluster already checked by check_changeable: its stopped compute fleet started again. A stopped fleet
+        holds nothing, so what starting brings back (bot.clusters.held.back_on_start) is checked against quota."""
+        capabilities = await self.fleet.capabilities(cluster.org, cluster.backend)
+        if not capabilities.fleet or cluster.fleet is FleetPhase.NONE:
+            reason = f"`{cluster.ref}` has no compute fleet to start: only ParallelCluster clusters have one."
+            raise NotPlanned(reason, outcome=Outcome.INVALID, shown=Shown.PROBLEM, org_id=cluster.org)
+        word = cluster.extra.get("compute_fleet", "")
+        if cluster.fleet is FleetPhase.RUNNING:
+            reason = f"The compute fleet of `{cluster.ref}` is not stopped (`{word}`): nothing to start."
+            raise NotPlanned(reason, outcome=Outcome.INVALID, shown=Shown.PROBLEM, org_id=cluster.org)
+        if cluster.fleet is FleetPhase.STOPPING:
+            reason = f"The compute fleet of `{cluster.ref}` is still stopping (`{word}`): start it once it is stopped."
+            raise NotPlanned(reason, outcome=Outcome.INVALID, shown=Shown.PROBLEM, org_id=cluster.org)
+        org = self.program.org(cluster.org)
+        if org is None:  # found in AWS but gone from the program file since the listing
+            raise NotPlanned(
+                NOT_A_MEMBER,
+                outcome=Outcome.REFUSED,
+                shown=Shown.REFUSAL,
+                org_id=cluster.org,
+                detail="org not in the program",
+            )
+        back = back_on_start(cluster)
+        (listing,) = await self.fleet.list_orgs([cluster.org])
+        if listing.errors and back:
+            reason = "Cannot check the quota: " + "; ".join(listing.errors)
+            raise NotPlanned(reason, outcome=Outcome.FAILED, shown=Shown.PROBLEM, org_id=cluster.org)
+        # The cluster as just read stands for its listed copy (a listing may be some seconds old).
+        others = [c for c in listing.clusters if (c.backend, c.name) != (cluster.backend, cluster.name)]
+        quota = quota_lines(org, held=held_instances([*others, cluster]), requested=back)
+        over = [line for line in quota if line.over]
+        if over:
+            said = "; ".join(
+                f"{line.instance_type}: held {line.held}, requested {line.requested} more, allowed {line.allowed}"
+                for line in over
+            )
+            reason = (
+                f"Over quota: {said}. Starting the compute fleet of `{cluster.ref}` brings its static nodes back; "
+                "scale its queues down first (`/cluster scale`), or ask a program admin to raise the quota."
+            )
+            raise NotPlanned(reason, outcome=Outcome.REFUSED, shown=Shown.REFUSAL, org_id=cluster.org)
+        if dry_run:
+            return FleetStartPlanned(cluster, back, quota, None)
+        operation_id = await self._propose_on(Kind.START_FLEET, cluster, StartFleetRequest(), user_id, channel_id)
+        return FleetStartPlanned(cluster, back, quota, operation_id)
 
     async def delete(self, cluster: Cluster, *, user_id: str, channel_id: str) -> DeletePlanned:
         """A cluster already checked by check_changeable: its delete, confirmed later by typing its name."""

@@ -6,6 +6,7 @@ earlier polls saw (a reboot is only done once its nodes were seen going down and
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -15,6 +16,7 @@ from bot.clusters.requests import (  # Kind re-exported: callers import it from 
     Kind,
     NodeRequest,
     ScaleRequest,
+    StartFleetRequest,
     StopFleetRequest,
 )
 
@@ -63,11 +65,27 @@ def judge(kind: Kind, request: ChangeRequest, cluster: Cluster | None, watch: Wa
             return Verdict(State.GOING)
         then = request.then
         return Verdict(State.DONE, f"the compute fleet is stopped; now run `{then}` again" if then else "")
+    if isinstance(request, StartFleetRequest):
+        return _started(cluster)
     if isinstance(request, ScaleRequest):
         return _scaled(request, cluster)
     if isinstance(request, NodeRequest):
         return _nodes_back(kind, request, cluster, watch)
     raise TypeError(f"a {kind.value} change with a {type(request).__name__}")
+
+
+def _started(cluster: Cluster) -> Verdict:
+    """A compute fleet started: RUNNING (START_REQUESTED and STARTING are on the way), and each queue's static
+    nodes back and healthy, as they were before it was stopped."""
+    if cluster.extra.get("compute_fleet") != "RUNNING":
+        return Verdict(State.GOING)
+    healthy = Counter((node.group, node.instance_type) for node in cluster.nodes if node.health is Health.HEALTHY)
+    back = all(
+        healthy[(group.name, group.instance_type)] >= group.target
+        for group in cluster.groups
+        if group.target is not None
+    )
+    return Verdict(State.DONE, "the compute fleet is running") if back else Verdict(State.GOING)
 
 
 def _scaled(request: ScaleRequest, cluster: Cluster) -> Verdict:

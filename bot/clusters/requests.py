@@ -22,10 +22,11 @@ class Kind(StrEnum):
     REPLACE = "replace"
     DELETE = "delete"
     STOP_FLEET = "stop_fleet"
+    START_FLEET = "start_fleet"
 
     @property
     def noun(self) -> str:
-        return {Kind.STOP_FLEET: "compute fleet stop"}.get(self, self.value)
+        return {Kind.STOP_FLEET: "compute fleet stop", Kind.START_FLEET: "compute fleet start"}.get(self, self.value)
 
 
 class BadRequest(ValueError):
@@ -77,7 +78,12 @@ class StopFleetRequest:
     then: str = ""  # the command to run again once the fleet is stopped
 
 
-ChangeRequest = LaunchRequest | ScaleRequest | NodeRequest | DeleteRequest | StopFleetRequest
+@dataclass(frozen=True)
+class StartFleetRequest:
+    pass
+
+
+ChangeRequest = LaunchRequest | ScaleRequest | NodeRequest | DeleteRequest | StopFleetRequest | StartFleetRequest
 
 
 def to_json(request: ChangeRequest) -> dict[str, Any]:
@@ -105,7 +111,7 @@ def to_json(request: ChangeRequest) -> dict[str, Any]:
         return shaped
     if isinstance(request, StopFleetRequest):
         return {"then": request.then} if request.then else {}
-    if isinstance(request, DeleteRequest):
+    if isinstance(request, DeleteRequest | StartFleetRequest):
         return {}
     raise TypeError(f"not a change request: {type(request).__name__}")
 
@@ -138,6 +144,8 @@ def from_json(kind: Kind, backend: Backend, stored: Any) -> ChangeRequest:
         )
     if kind is Kind.DELETE:
         return DeleteRequest()
+    if kind is Kind.START_FLEET:
+        return StartFleetRequest()
     return StopFleetRequest(then=_text(stored, "then", empty=True, default=""))
 
 

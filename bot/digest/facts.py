@@ -16,6 +16,8 @@ from datetime import date, datetime, timedelta
 from enum import StrEnum
 from zoneinfo import ZoneInfo
 
+from bot.clusters.health import ClusterHealth, seen_health
+
 
 class RecordKind(StrEnum):
     NOTE = "note"
@@ -163,6 +165,20 @@ class ClusterNow:
     nodes_healthy: int
     instances: Mapping[str, int]
     last_seen_at: datetime
+    nodes_unhealthy: int = 0
+    compute_fleet: str = ""  # ParallelCluster's computeFleetStatus ("STOPPED", ...); "" where there is none
+
+    @property
+    def health(self) -> ClusterHealth:
+        """Its health and colour by the one rule every view uses (bot.clusters.health)."""
+        return seen_health(
+            backend=self.backend,
+            status=self.status,
+            compute_fleet=self.compute_fleet,
+            total=self.nodes_total,
+            healthy=self.nodes_healthy,
+            unhealthy=self.nodes_unhealthy,
+        )
 
 
 @dataclass(frozen=True)

@@ -140,6 +140,8 @@ def _cluster_now(row: ClusterSeen) -> ClusterNow:
         nodes_healthy=row.nodes_healthy,
         instances=dict(row.instances),
         last_seen_at=row.last_seen_at,
+        nodes_unhealthy=row.nodes_unhealthy,
+        compute_fleet=row.compute_fleet,
     )
 
 

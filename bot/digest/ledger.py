@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Protocol
 
 from bot.clusters.held import cluster_held
-from bot.clusters.model import Cluster
+from bot.clusters.model import Backend, Cluster
 from bot.config import ProgramConfig, normalize_instance_type
 from bot.digest.compute import quota_levels
 from bot.publishing import Publisher, Reply
@@ -38,6 +38,8 @@ def cluster_seen_rows(clusters: Sequence[Cluster], *, at: datetime) -> list[Clus
             status=c.status,
             nodes_total=len(c.nodes),
             nodes_healthy=c.healthy,
+            nodes_unhealthy=len(c.unhealthy),
+            compute_fleet=c.extra.get("compute_fleet", "") if c.backend is Backend.PCLUSTER else "",
             instances=dict(cluster_held(c)),  # what it holds, as plans count it (bot.clusters.held)
             last_seen_at=at,
         )

@@ -54,7 +54,7 @@ def tracking_doc_markdown(doc: TrackingDoc, *, tz: ZoneInfo) -> str:
                 (
                     c.name,
                     _backend(c.backend),
-                    c.status,
+                    f"{c.status} (compute fleet {c.health.fleet})" if c.health.fleet else c.status,
                     f"{c.nodes_healthy}/{c.nodes_total}",
                     _instances(c.instances),
                     _when(c.last_seen_at, tz),

@@ -42,6 +42,7 @@ from bot.slack.blocks import (
     divider,
     escape,
     header,
+    health_icon,
     section,
     sections,
     when,
@@ -659,11 +660,10 @@ def tracking_doc_reply(doc: TrackingDoc, *, tz: ZoneInfo) -> Reply:
 
 
 def _cluster_now_line(cluster: ClusterNow, tz: ZoneInfo) -> str:
-    healthy = cluster.nodes_total and cluster.nodes_healthy == cluster.nodes_total
-    icon = ":large_green_circle:" if healthy else ":large_yellow_circle:" if cluster.nodes_total else ":white_circle:"
+    health = cluster.health  # the colour and words `/cluster list` and the Home give it (bot.clusters.health)
     return (
-        f"• {icon} `{escape(cluster.name)}` · {_backend(cluster.backend)} · `{escape(cluster.status)}` · "
-        f"{cluster.nodes_healthy}/{cluster.nodes_total} nodes healthy · {_instances(cluster.instances)} · "
+        f"• {health_icon(health)} `{escape(cluster.name)}` · {_backend(cluster.backend)} · "
+        f"`{escape(cluster.status)}` · {health.summary()} · {_instances(cluster.instances)} · "
         f"seen {when(cluster.last_seen_at, tz)}"
     )
 

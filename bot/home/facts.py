@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from bot.capacity.model import LIVE_STATUSES, Reservation
+from bot.clusters.health import ClusterHealth, seen_health
 from bot.config import normalize_instance_type
 from bot.digest.facts import Goodput
 
@@ -30,6 +31,20 @@ class ClusterLine:
     healthy: int
     total: int
     instances: tuple[tuple[str, int], ...] = ()  # (instance type, count), by type
+    unhealthy: int = 0  # the rest of those not healthy are in transition
+    compute_fleet: str = ""  # ParallelCluster's computeFleetStatus; "" where there is none
+
+    @property
+    def health(self) -> ClusterHealth:
+        """Its health and colour by the one rule every view uses (bot.clusters.health)."""
+        return seen_health(
+            backend=self.backend,
+            status=self.status,
+            compute_fleet=self.compute_fleet,
+            total=self.total,
+            healthy=self.healthy,
+            unhealthy=self.unhealthy,
+        )
 
 
 @dataclass(frozen=True)

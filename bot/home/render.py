@@ -10,9 +10,22 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from bot.clusters.health import Look
 from bot.digest.render import TRACK_ADD_ACTION, goodput_text
 from bot.home.facts import AlertLine, ClusterLine, HomeFacts, OrgHome, Viewer
-from bot.slack.blocks import Block, button, context, divider, escape, header, section, sections, when
+from bot.slack.blocks import (
+    Block,
+    button,
+    context,
+    divider,
+    escape,
+    header,
+    health_icon,
+    section,
+    sections,
+    start_fleet_button,
+    when,
+)
 
 MAX_HOME_BLOCKS = 100
 LAUNCH_ACTION = "launch_open"  # B's handler opens the launch modal; the value is the org id
@@ -28,7 +41,6 @@ _KIND_WORDS = {
     "capacity": "reserved capacity",
     "idle": "idle",
 }
-_HEALTH = {True: ":large_green_circle:", False: ":red_circle:"}
 
 
 def _plural(count: int, word: str) -> str:
@@ -43,11 +55,11 @@ def _hours(since: datetime | None, now: datetime) -> str:
 
 
 def _cluster(line: ClusterLine) -> str:
-    icon = _HEALTH[line.healthy >= line.total and line.status.lower() not in {"failed", "create_failed"}]
+    health = line.health  # the colour and words `/cluster list` gives it (bot.clusters.health)
     kinds = ", ".join(f"{escape(t)} x{n:,}" for t, n in line.instances)
     status = f" · {escape(line.status)}" if line.status else ""
     return (
-        f"{icon} `{escape(line.name)}` ({escape(line.backend)}) {line.healthy:,}/{line.total:,} healthy"
+        f"{health_icon(health)} `{escape(line.name)}` ({escape(line.backend)}) {health.summary()}"
         + (f" · {kinds}" if kinds else "")
         + status
     )
@@ -176,6 +188,8 @@ def _admin(facts: HomeFacts, tz: ZoneInfo) -> list[Block]:
     for org in shown:
         title = f"*{escape(org.name)}* (`{escape(org.org_id)}`)"
         blocks.append(section("\n".join([title, *_org_lines(org, facts, tz, clusters=CLUSTERS_PER_ORG)])))
+        if starts := _start_buttons(org):
+            blocks.append({"type": "actions", "block_id": f"home_start_{org.org_id}", "elements": starts})
     if len(busy) > len(shown):
         left = busy[len(shown) :]
         names = ", ".join(f"`{escape(o.org_id)}`" for o in left)
@@ -205,21 +219,29 @@ def _member(facts: HomeFacts, tz: ZoneInfo) -> list[Block]:
                 f"updated {when(facts.now, tz)} · {_digest(facts, org)}"
             ),
             *sections(_org_lines(org, facts, tz, clusters=MEMBER_CLUSTERS)),
-            _buttons(org.org_id, operator=role in {"operator", "admin"}),
+            _buttons(org, operator=role in {"operator", "admin"}),
             divider(),
         ]
     return blocks
 
 
-def _buttons(org_id: str, *, operator: bool) -> Block:
+def _buttons(org: OrgHome, *, operator: bool) -> Block:
+    org_id = org.org_id
     elements = [button(OPEN_ALERTS_ACTION, "Open alerts", org_id)]
-    if operator:  # a viewer is offered no form they could not submit
+    if operator:  # a viewer is offered no form they could not submit, nor a fleet they could not start
         elements = [
             button(LAUNCH_ACTION, "Launch…", org_id, style="primary"),
             button(TRACK_ADD_ACTION, "Add a record", org_id),
             *elements,
+            *_start_buttons(org),
         ]
-    return {"type": "actions", "block_id": f"home_{org_id}", "elements": elements}
+    return {"type": "actions", "block_id": f"home_{org_id}", "elements": elements[:25]}
+
+
+def _start_buttons(org: OrgHome) -> list[dict[str, Any]]:
+    """A Start button for each stopped compute fleet of the org shown (only to whoever may operate it)."""
+    stopped = [c for c in org.clusters[:MEMBER_CLUSTERS] if c.health.look is Look.STOPPED]
+    return [start_fleet_button(org.org_id, c.name) for c in stopped[:5]]
 
 
 def _outsider(facts: HomeFacts) -> list[Block]:

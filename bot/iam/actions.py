@@ -284,7 +284,7 @@ PERMISSIONS: tuple[Permission, ...] = (
         "PATCH",
         "/v3/clusters/*/computefleet",
         Access.CHANGE,
-        f"{_PCLUSTER}: UpdateComputeFleet (stopping the fleet for a scale down)",
+        f"{_PCLUSTER}: UpdateComputeFleet (stopping the fleet for a scale down, /cluster start)",
     ),
     _route("DELETE", "/v3/clusters/*", Access.CHANGE, f"{_PCLUSTER}: DeleteCluster (/cluster delete)"),
     # --- Pitcrew's own credentials -----------------------------------------------------------------------------

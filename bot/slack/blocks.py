@@ -16,8 +16,9 @@ from zoneinfo import ZoneInfo
 from bot import audit_view, mrkdwn
 from bot.clusters import console
 from bot.clusters.fleet import OrgClusters
+from bot.clusters.health import ClusterHealth, Look, cluster_health
 from bot.clusters.held import held_instances
-from bot.clusters.model import Backend, Cluster, Health, Node, Phase
+from bot.clusters.model import Backend, Cluster, Health, Node
 from bot.clusters.plans import LaunchPlan, ScalePlan
 from bot.clusters.requests import (
     NodeFailure,
@@ -102,12 +103,21 @@ _HEALTH_ICON = {
 }
 
 
+# The one colour rule (bot.clusters.health) as every view draws it: a stopped compute fleet is white, not green.
+LOOK_ICON = {
+    Look.HEALTHY: ":large_green_circle:",
+    Look.CHANGING: ":large_yellow_circle:",
+    Look.FAILING: ":red_circle:",
+    Look.STOPPED: ":white_circle:",
+}
+
+
+def health_icon(health: ClusterHealth) -> str:
+    return LOOK_ICON[health.look]
+
+
 def cluster_icon(cluster: Cluster) -> str:
-    if cluster.unhealthy or cluster.phase is Phase.FAILED:
-        return ":red_circle:"
-    if cluster.nodes and cluster.healthy == len(cluster.nodes) and cluster.phase is Phase.READY:
-        return ":large_green_circle:"
-    return ":large_yellow_circle:"
+    return health_icon(cluster_health(cluster))
 
 
 def _groups_line(cluster: Cluster) -> str:
@@ -119,12 +129,8 @@ def _groups_line(cluster: Cluster) -> str:
 
 
 def _health_text(cluster: Cluster) -> str:
-    if not cluster.nodes_known:
-        return "nodes unknown"
-    text = f"{cluster.healthy}/{len(cluster.nodes)} nodes healthy"
-    if cluster.unhealthy:
-        text += f", *{len(cluster.unhealthy)} unhealthy*"
-    return text
+    """The compute fleet's state when it is not running, and the node counts (bot.clusters.health)."""
+    return cluster_health(cluster).summary(strong=True)
 
 
 def cluster_line(cluster: Cluster) -> str:
@@ -160,8 +166,15 @@ def problem(message: str) -> Reply:
 
 
 def cluster_list(
-    results: Sequence[OrgClusters], *, org_names: dict[str, str], tz: ZoneInfo, public: bool = False
+    results: Sequence[OrgClusters],
+    *,
+    org_names: dict[str, str],
+    tz: ZoneInfo,
+    public: bool = False,
+    operable: Iterable[str] = (),
 ) -> Reply:
+    """Each org's clusters; a stopped compute fleet of an org in `operable` (the caller may operate it) gets its
+    Start button."""
     total = sum(len(result.clusters) for result in results)
     nodes = sum(len(c.nodes) for result in results for c in result.clusters)
     unhealthy = sum(len(c.unhealthy) for result in results for c in result.clusters)
@@ -183,21 +196,34 @@ def cluster_list(
             lines.append("_no clusters_")
         lines += [f":warning: could not read: {escape(error)}" for error in result.errors]
         blocks += sections(lines)
+        if result.org in set(operable) and (stopped := [c for c in result.clusters if _stopped(c)]):
+            blocks.append({"type": "actions", "elements": [start_fleet_button(c.org, c.name) for c in stopped[:25]]})
         fallback.append(f"{result.org}: {len(result.clusters)} clusters" + (" (errors)" if result.errors else ""))
     blocks = fit(blocks, overflow="{hidden} more blocks not shown: ask for one org with /cluster list ORG")
     return Reply(text="\n".join(fallback), blocks=blocks, public=public)
 
 
+def _stopped(cluster: Cluster) -> bool:
+    return cluster_health(cluster).look is Look.STOPPED
+
+
 def cluster_status(
-    cluster: Cluster, *, org_name: str, tz: ZoneInfo, public: bool = False, region: str | None = None
+    cluster: Cluster,
+    *,
+    org_name: str,
+    tz: ZoneInfo,
+    public: bool = False,
+    region: str | None = None,
+    may_operate: bool = False,
 ) -> Reply:
-    """A cluster's status; with its org's `region`, links to its (and its unhealthy nodes') console pages."""
+    """A cluster's status; with its org's `region`, links to its (and its unhealthy nodes') console pages; a
+    stopped compute fleet shown to someone who `may_operate` it, its Start button."""
     fields = [
         f"*Org*\n{escape(org_name)} (`{cluster.org}`)",
         f"*Backend*\n{cluster.backend.label}",
         f"*Status*\n`{cluster.status}`",
         f"*Created*\n{when(cluster.created, tz)}",
-        f"*Nodes*\n{_health_text(cluster)}",
+        f"*Nodes*\n{cluster_health(cluster).counts(strong=True)}",
     ]
     for key, label in (
         ("compute_fleet", "Compute fleet"),
@@ -208,8 +234,10 @@ def cluster_status(
             fields.append(f"*{label}*\n{escape(cluster.extra[key])}")
     blocks: list[Block] = [
         header(f"{cluster.ref}"),
-        section(f"{cluster_icon(cluster)} *{cluster.name}*", fields=fields),
+        section(f"{cluster_icon(cluster)} *{cluster.name}*{_fleet_words(cluster)}", fields=fields),
     ]
+    if may_operate and _stopped(cluster):
+        blocks.append({"type": "actions", "elements": [start_fleet_button(cluster.org, cluster.name)]})
     if region:
         link = console.cluster_url(cluster.backend, region, cluster.name)
         blocks.append(context(f":link: <{link}|{escape(cluster.name)} in the AWS console>"))
@@ -240,6 +268,11 @@ def cluster_status(
         blocks.append(context(cluster.note))
     text = f"{cluster.ref} ({cluster.backend.label}): {cluster.status}, {_health_text(cluster)}".replace("*", "")
     return Reply(text=text, blocks=fit(blocks, overflow="{hidden} more blocks: see /cluster nodes"), public=public)
+
+
+def _fleet_words(cluster: Cluster) -> str:
+    fleet = cluster_health(cluster).fleet
+    return f" · compute fleet *{fleet}*" if fleet else ""
 
 
 def _node_line(node: Node, tz: ZoneInfo, *, url: str | None = None) -> str:
@@ -387,7 +420,9 @@ _KIND_TITLE = {  # icon, title, what the progress message's text fallback starts
     "replace": (":recycle:", "Replace nodes", "Replacing nodes of"),
     "delete": (":wastebasket:", "Delete", "Deleting"),
     "stop_fleet": (":octagonal_sign:", "Stop compute fleet", "Stopping the compute fleet of"),
+    "start_fleet": (":arrow_forward:", "Start compute fleet", "Starting the compute fleet of"),
 }
+START_FLEET_ACTION = "fleet_start"  # a stopped compute fleet's Start button; the value is ORG/CLUSTER
 
 
 def button(action_id: str, text: str, value: str, *, style: str | None = None) -> dict[str, Any]:
@@ -542,6 +577,42 @@ def fleet_stop_offer(
         blocks=body,
         public=operation_id is not None,
     )
+
+
+def start_fleet_button(org_id: str, name: str) -> dict[str, Any]:
+    """Where a stopped compute fleet is shown to someone who may operate it: the button that plans its start."""
+    return button(START_FLEET_ACTION, f"Start compute fleet of {name}"[:75], f"{org_id}/{name}")
+
+
+def fleet_start_plan(
+    cluster: Cluster, *, back: Mapping[str, int], quota: Sequence[Any], operation_id: str | None = None
+) -> Reply:
+    """Starting a stopped compute fleet: the static nodes that come back, against quota; Confirm and Cancel."""
+    nodes = ", ".join(f"{n:,} x {t}" for t, n in sorted(back.items())) or "no static nodes (dynamic ones only)"
+    body: list[Block] = [
+        header(f"Plan: start the compute fleet of {cluster.name}"),
+        section(
+            f"Start the stopped compute fleet of `{cluster.ref}` ({cluster.backend.label}): Slurm runs jobs again, "
+            f"and ParallelCluster launches its static nodes: *{nodes}*.",
+        ),
+    ]
+    if quota:
+        body.append(
+            section(
+                "*Quota before → after*\n"
+                + "\n".join(
+                    f"{q.instance_type}: held {q.held} + {q.requested} → {q.after}"
+                    + (f" of {q.allowed} allowed" if q.allowed is not None else " (not limited)")
+                    for q in quota
+                )
+            )
+        )
+    if operation_id is None:
+        body.append(context("Dry run: nothing was changed."))
+    else:
+        body += [plan_buttons(operation_id, confirm="Start compute fleet"), _decide_context()]
+    text = f"Plan: start the compute fleet of {cluster.ref}: {nodes}"
+    return Reply(text=text, blocks=body, public=operation_id is not None)
 
 
 def node_action_plan(verb: str, cluster: Cluster, nodes: Sequence[Node], *, operation_id: str | None = None) -> Reply:

@@ -6,10 +6,10 @@ from slack_bolt.async_app import AsyncApp
 
 from bot.digest.render import TRACK_ADD_ACTION
 from bot.slack.alerts import ACK_ACTION, REBOOT_ACTION, REPLACE_ACTION, UNSILENCE_ACTION
-from bot.slack.blocks import CANCEL_ACTION, CONFIRM_ACTION, DELETE_OPEN_ACTION
+from bot.slack.blocks import CANCEL_ACTION, CONFIRM_ACTION, DELETE_OPEN_ACTION, START_FLEET_ACTION
 from bot.slack.launch_form import LAUNCH_OPEN_ACTION
 from handlers.actions.alerts import acknowledge_callback, node_action_callback, silence_callback, unsilence_callback
-from handlers.actions.operations import cancel_callback, confirm_callback, open_delete_callback
+from handlers.actions.operations import cancel_callback, confirm_callback, open_delete_callback, start_fleet_callback
 from handlers.actions.track import open_track_modal_callback
 from handlers.errors import guarded
 from handlers.views.launch import open_launch_form_callback
@@ -25,6 +25,7 @@ def register(app: AsyncApp) -> None:
     for action_id in (CANCEL_ACTION, LEGACY_CANCEL):
         app.action(action_id)(guarded(cancel_callback))
     app.action(DELETE_OPEN_ACTION)(guarded(open_delete_callback))
+    app.action(START_FLEET_ACTION)(guarded(start_fleet_callback))  # a stopped compute fleet's Start button
     app.action(TRACK_ADD_ACTION)(guarded(open_track_modal_callback))
     app.action(LAUNCH_OPEN_ACTION)(guarded(open_launch_form_callback))  # the Home tab's Launch…
     app.action(ACK_ACTION)(guarded(acknowledge_callback))

@@ -1,6 +1,7 @@
-"""Buttons on a plan: Confirm and Cancel (any change), Delete… (opens the typed-name modal).
+"""Buttons on a plan: Confirm and Cancel (any change), Delete… (opens the typed-name modal); and the Start button
+of a stopped compute fleet, which makes the plan `/cluster start` makes.
 
-Each acks first, then lets bot.operations decide, then answers the clicker.
+Each acks first, then lets bot.operations (or bot.clusters.changes) decide, then answers the clicker.
 """
 
 from __future__ import annotations
@@ -11,9 +12,13 @@ from typing import Any
 
 from slack_bolt.context.ack.async_ack import AsyncAck
 
+from bot.access import Action
+from bot.clusters.changes import ClusterBusy, NotPlanned, PlanPending, Shown
+from bot.clusters.fleet import describe_error
+from bot.clusters.model import Backend
 from bot.services import Services
 from bot.slack import blocks
-from bot.slack.blocks import DELETE_OPEN_ACTION
+from bot.slack.blocks import DELETE_OPEN_ACTION, START_FLEET_ACTION
 from bot.slack.operations import decision_reply, expired_reply
 from storage.models import OperationStatus, Outcome
 
@@ -89,3 +94,75 @@ async def open_delete_callback(ack: AsyncAck, body: dict[str, Any], context: dic
             logger.warning("opening the delete modal of %s failed", operation_id, exc_info=True)
             reply = blocks.problem("Slack did not open the form in time; press Delete… again.")
     await services.poster.respond(body["response_url"], reply)
+
+
+async def start_fleet_callback(ack: AsyncAck, body: dict[str, Any], context: dict[str, Any]) -> None:
+    """Start compute fleet (where a stopped fleet is shown to someone who may operate it): the cluster read
+    fresh, the same plan and Confirm as `/cluster start`. Its plan goes where the button was, or (the Home has
+    no channel) to the org's channel; a refusal goes to the clicker alone."""
+    await ack()
+    services: Services = context["services"]
+    user_id = body["user"]["id"]
+    ref = str(body["actions"][0].get("value") or "")[:120]
+    org_id, _, name = ref.partition("/")
+    org = services.program.org(org_id)
+    channel = str((body.get("channel") or {}).get("id") or (org.channel if org else ""))
+
+    def audit(outcome: Outcome, detail: str) -> None:
+        services.audit.record(
+            at=services.clock(),
+            user_id=user_id,
+            channel_id=channel,
+            command=START_FLEET_ACTION,
+            text=ref,
+            outcome=outcome,
+            org_id=org_id if org else None,
+            detail=detail,
+        )
+
+    decision = services.access.decide(user_id=user_id, action=Action.OPERATE, org_id=org_id)
+    if org is None or not decision.allowed:
+        reason = decision.reason if not decision.allowed else "This cluster is not known (any more)."
+        audit(Outcome.REFUSED, reason)
+        await _tell(services, body, user_id, blocks.refusal(reason))
+        return
+    try:
+        cluster = await services.fleet.get(org_id, Backend.PCLUSTER, name)
+        if cluster is None:
+            raise NotPlanned(f"`{ref}` is gone.", outcome=Outcome.INVALID, shown=Shown.PROBLEM, org_id=org_id)
+        await services.changes.check_changeable(cluster)
+        planned = await services.changes.start_fleet(cluster, dry_run=False, user_id=user_id, channel_id=channel)
+    except NotPlanned as not_planned:
+        audit(not_planned.outcome, not_planned.detail)
+        shown = blocks.refusal if not_planned.shown is Shown.REFUSAL else blocks.problem
+        await _tell(services, body, user_id, shown(not_planned.message))
+        return
+    except ClusterBusy as busy:
+        audit(Outcome.REFUSED, "cluster busy")
+        await _tell(services, body, user_id, blocks.problem(blocks.busy_text(busy.running)))
+        return
+    except PlanPending as pending:
+        audit(Outcome.REFUSED, f"plan pending: {pending.pending.id}")
+        said = blocks.pending_text(pending.pending, expires_at=pending.expires_at, tz=services.tz)
+        await _tell(services, body, user_id, blocks.problem(said))
+        return
+    except Exception as error:  # AWS could not be read: said, not an internal error
+        audit(Outcome.FAILED, describe_error(error))
+        await _tell(services, body, user_id, blocks.problem(f"Could not read `{ref}`: {describe_error(error)}"))
+        return
+    audit(Outcome.ALLOWED, f"proposed as {planned.operation_id}")
+    reply = blocks.fleet_start_plan(cluster, back=planned.back, quota=planned.quota, operation_id=planned.operation_id)
+    response_url = body.get("response_url")
+    if isinstance(response_url, str) and response_url:
+        await services.poster.respond(response_url, reply)
+    else:
+        await services.poster.post(channel=channel, reply=reply)
+
+
+async def _tell(services: Services, body: dict[str, Any], user_id: str, reply: blocks.Reply) -> None:
+    """Answer the clicker alone: through the click's response URL, or (a click in the Home) in their DM."""
+    response_url = body.get("response_url")
+    if isinstance(response_url, str) and response_url:
+        await services.poster.respond(response_url, reply)
+    else:
+        await services.poster.post(channel=await services.poster.open_dm(user_id), reply=reply)

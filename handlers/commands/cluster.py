@@ -25,6 +25,7 @@ from bot.commands import (
     ScaleGroup,
     ShowAudit,
     ShowThroughput,
+    StartFleet,
     UsageError,
 )
 from bot.iam.doctor import checkup
@@ -58,7 +59,10 @@ async def _list(call: Call, parsed: ListClusters) -> Answer:
     results = await services.fleet.list_orgs(org_ids)
     # Recording what was seen (fresh from AWS, not from the cache) must not delay the reply.
     services.spawn(services.remember([c for r in results if not r.cached for c in r.clusters]))
-    reply = blocks.cluster_list(results, org_names=services.org_names, tz=services.tz, public=parsed.public)
+    operable = [] if parsed.public else [o for o in org_ids if _may_operate(services, call.user_id, o)]
+    reply = blocks.cluster_list(
+        results, org_names=services.org_names, tz=services.tz, public=parsed.public, operable=operable
+    )
     return Answer(reply, org_id=org_ids[0] if len(org_ids) == 1 else None)
 
 
@@ -120,10 +124,22 @@ async def _one_cluster(call: Call, parsed: ClusterStatus | ClusterNodes) -> Answ
     if isinstance(parsed, ClusterStatus):
         org = services.program.org(cluster.org)
         region = org.aws.region if org else None  # the console links' region
-        reply = blocks.cluster_status(cluster, org_name=names[cluster.org], tz=tz, public=parsed.public, region=region)
+        reply = blocks.cluster_status(
+            cluster,
+            org_name=names[cluster.org],
+            tz=tz,
+            public=parsed.public,
+            region=region,
+            may_operate=not parsed.public and _may_operate(services, user_id, cluster.org),
+        )
     else:
         reply = blocks.cluster_nodes(cluster, tz=tz, failed_only=parsed.failed_only, public=parsed.public)
     return Answer(reply, org_id=cluster.org)
+
+
+def _may_operate(services: Services, user_id: str, org_id: str) -> bool:
+    """Whether the caller may change the org's clusters: only then is a Start button shown (refusals before buttons)."""
+    return services.access.may(user_id=user_id, action=Action.OPERATE, org_id=org_id)
 
 
 async def _launch_form(call: Call, parsed: LaunchForm) -> Answer:
@@ -323,6 +339,24 @@ async def _node_plan(call: Call, parsed: NodeAction) -> Answer:
     return Answer(reply, org_id=found.org, detail=detail)
 
 
+async def _start_plan(call: Call, parsed: StartFleet) -> Answer:
+    services, user_id, channel_id, usage = call.services, call.user_id, call.channel_id, call.spec.usage
+    found = await _cluster_to_change(services, parsed.cluster, user_id=user_id, usage=usage)
+    if isinstance(found, Answer):
+        return found
+    try:
+        planned = await services.changes.start_fleet(
+            found, dry_run=parsed.dry_run, user_id=user_id, channel_id=channel_id
+        )
+    except NotPlanned as not_planned:
+        return _not_planned(not_planned, usage)
+    except PlanPending as pending:
+        return _pending(services, pending, found.org)
+    reply = blocks.fleet_start_plan(found, back=planned.back, quota=planned.quota, operation_id=planned.operation_id)
+    detail = "dry run" if planned.operation_id is None else f"proposed as {planned.operation_id}"
+    return Answer(reply, org_id=found.org, detail=detail)
+
+
 async def _delete_plan(call: Call, parsed: DeleteCluster) -> Answer:
     services, user_id, channel_id = call.services, call.user_id, call.channel_id
     found = await _cluster_to_change(services, parsed.cluster, user_id=user_id, usage=call.spec.usage)
@@ -411,6 +445,7 @@ CLUSTER_COMMAND = SlashCommand(
         "templates": _templates,
         "launch": _launch_plan,
         "scale": _scale_plan,
+        "start": _start_plan,
         "replace": _node_plan,
         "reboot": _node_plan,
         "delete": _delete_plan,

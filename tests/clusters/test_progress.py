@@ -101,3 +101,17 @@ def test_fleet_stop_is_done_when_the_fleet_is_stopped() -> None:
         return Cluster("o", "c", Backend.PCLUSTER, "UPDATE_COMPLETE", extra={"compute_fleet": fleet})
 
     assert states(Kind.STOP_FLEET, {}, pcluster("STOPPING"), pcluster("STOPPED")) == [State.GOING, State.DONE]
+
+
+def test_fleet_start_is_done_when_the_fleet_runs_with_its_static_nodes_back() -> None:
+    def pcluster(fleet: str, running: int) -> Cluster:
+        gpus = [Node(f"i-{n}", "gpu", "p5.48xlarge", "running", Health.HEALTHY) for n in range(running)]
+        nodes = (*gpus, Node("i-head", "HeadNode", "m5.8xlarge", "running", Health.HEALTHY))
+        groups = (InstanceGroup("HeadNode", "m5.8xlarge", 1, None), InstanceGroup("gpu", "p5.48xlarge", running, 2))
+        return Cluster(
+            "o", "c", Backend.PCLUSTER, "UPDATE_COMPLETE", groups, nodes=nodes, extra={"compute_fleet": fleet}
+        )
+
+    assert states(
+        Kind.START_FLEET, {}, pcluster("START_REQUESTED", 0), pcluster("RUNNING", 1), pcluster("RUNNING", 2)
+    ) == [State.GOING, State.GOING, State.DONE]

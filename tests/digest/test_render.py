@@ -195,6 +195,7 @@ def tracking_doc(**overrides: Any) -> TrackingDoc:
                 nodes_healthy=16,
                 instances={"p5.48xlarge": 16, "m5.xlarge": 1},
                 last_seen_at=AT,
+                nodes_unhealthy=1,
             ),
         ),
         "quota": {"p5.48xlarge": 16},
@@ -505,7 +506,8 @@ def test_tracking_doc_reply_has_every_part() -> None:
         "generated 2026-11-25 12:00 JST",
         "• *model_size*: 70B · set by <@U0ALICE01>",
         "• *framework*: NeMo 2.0",
-        "`p5-train` · HyperPod · `InService` · 16/17 nodes healthy · 16 x p5.48xlarge, 1 x m5.xlarge",
+        ":red_circle: `p5-train` · HyperPod · `InService` · 16/17 nodes healthy, 1 unhealthy · 16 x p5.48xlarge, "
+        "1 x m5.xlarge",
         "• *p5.48xlarge*: 16 held now of 16 allowed",
         "• *m5.xlarge*: 1 held now (not under quota)",
         "• *p5.48xlarge*: 9,000 of 10,752 quota-hours (*84%*)",

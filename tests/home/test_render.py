@@ -71,7 +71,8 @@ def busy_org(org_id: str, name: str, n: int = 0) -> OrgHome:
         name=name,
         channel="C0KUMOLAB",
         clusters=tuple(
-            ClusterLine("pcluster", f"c{i}", "CREATE_COMPLETE", 3, 4, (("p5.48xlarge", 4),)) for i in range(n)
+            ClusterLine("pcluster", f"c{i}", "CREATE_COMPLETE", 3, 4, (("p5.48xlarge", 4),), unhealthy=1)
+            for i in range(n)
         ),
         alerts={"node": 2, "idle": 1},
         incidents=1,
@@ -86,7 +87,7 @@ def test_an_org_needing_a_look_shows_its_clusters_alerts_quota_ending_capacity_a
         viewer=Viewer.ADMIN, user_id="U0ADMIN01", now=NOW, orgs=(busy_org("kumo", "Kumo", 2),), program="P"
     )
     text = text_of(home_view(facts, tz=TZ))
-    assert "`c0` (pcluster) 3/4 healthy · p5.48xlarge x4" in text
+    assert ":red_circle: `c0` (pcluster) 3/4 nodes healthy, 1 unhealthy · p5.48xlarge x4" in text
     assert "3 open alerts (1 idle, 2 node) · 1 open incident" in text
     assert "Quota held: p5.48xlarge 12/16" in text
     assert "*cr-0123* (EC2 Capacity Block for ML) 4 x p5.48xlarge ends 2026-12-03 17:00 JST" in text
