@@ -88,6 +88,8 @@ class IamAws:
 
         def record(event_name: str, **_: Any) -> None:
             _, service, operation = event_name.split(".", 2)
+            # Events name a service by its hyphenized service id; the table, as boto3.client() names it.
+            service = {"cloudwatch-logs": "logs"}.get(service, service)
             self.calls.append(f"{service}.{operation}")
 
         credentials = self.session.get_credentials()

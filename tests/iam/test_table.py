@@ -88,9 +88,20 @@ def boto3_calls() -> dict[str, set[str]]:
             found.setdefault(call, set()).add(where)
 
     for path, tree in _sources():
+        # boto3's client methods take keywords only: `pattern.search(text)` is a regex, not SageMaker's Search.
+        positional = {
+            id(node.func)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args
+        }
         for node in ast.walk(tree):
             where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}"
-            if isinstance(node, ast.Attribute) and node.attr in operations and not _not_a_client(node.value):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr in operations
+                and id(node) not in positional
+                and not _not_a_client(node.value)
+            ):
                 add(operations[node.attr], where)
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
                 first = node.args[0]
