@@ -360,8 +360,9 @@ class SampleRun:
     first: datetime
     last: datetime
     samples: int
-    # The time between its samples, measured where a gap is unlikely: the smaller spacing of its first and last
-    # hour (its span over its count would count a gap inside it); None with fewer than 2 samples in both.
+    # The time between its reports, measured where a gap is unlikely: the smaller spacing of the minutes that
+    # reported in its first and last hour (its span over its count would count a gap inside it); None with fewer
+    # than 2 such minutes in both.
     spacing: timedelta | None = None
 
 
@@ -431,9 +432,9 @@ def _seconds(session: AsyncSession, later: Any, earlier: Any) -> ColumnElement[A
 async def _edge_minutes(
     session: AsyncSession, hours: set[tuple[str, str, str, datetime]]
 ) -> dict[tuple[str, str, str, datetime], tuple[datetime, datetime, timedelta | None]]:
-    """The first and last minute that reported in each (org, cluster, job, hour), and the spacing of its samples
-    there (None with fewer than 2), from the one-minute rollups: the hours given as a VALUES list joined on the
-    rollups' key, so each is a range of its primary key."""
+    """The first and last minute that reported in each (org, cluster, job, hour), and the spacing of the minutes
+    that reported there (None with fewer than 2), from the one-minute rollups: the hours given as a VALUES list
+    joined on the rollups' key, so each is a range of its primary key."""
     rollup = ThroughputRollup.__table__.c  # type: ignore[attr-defined]
     found: dict[tuple[str, str, str, datetime], tuple[datetime, datetime, timedelta | None]] = {}
     wanted = sorted(hours)
@@ -460,7 +461,7 @@ async def _edge_minutes(
                 type_coerce(edges.c.hour, UtcDateTime()),
                 type_coerce(func.min(rollup.minute), UtcDateTime()),
                 type_coerce(func.max(rollup.minute), UtcDateTime()),
-                func.sum(rollup["count"]),
+                func.count(),  # minutes that reported: a burst of samples in one minute is one report
             )
             .select_from(edges)
             .join(
@@ -476,8 +477,8 @@ async def _edge_minutes(
             )
             .group_by(edges.c.org_id, edges.c.cluster, edges.c.job, edges.c.hour)
         )
-        for o, c, j, hour, first, last, samples in (await connection.execute(query)).all():
-            spacing = (last - first) / (int(samples) - 1) if int(samples) >= 2 and last > first else None
+        for o, c, j, hour, first, last, minutes in (await connection.execute(query)).all():
+            spacing = (last - first) / (int(minutes) - 1) if int(minutes) >= 2 and last > first else None
             found[(o, c, j, hour)] = (first, last, spacing)
     return found
 

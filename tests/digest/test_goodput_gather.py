@@ -126,6 +126,12 @@ async def test_runs_split_in_sql_and_merged_at_each_jobs_cadence(db: Database) -
                 *minutes(3, 4, 1000, every=1, job="every-minute"),
                 *minutes(0, 4, 1000, every=15, job="quarter-hourly"),
                 *minutes(0, 4, 1000, every=5, job="five-minutely"),
+                # two samples in a minute, every 5 minutes: one report every 5 minutes
+                *minutes(0, 1, 1000, every=5, job="bursty"),
+                *[
+                    s.model_copy(update={"ts": s.ts + timedelta(seconds=30)})
+                    for s in minutes(0, 1, 1000, every=5, job="bursty")
+                ],
             ],
         )
         found = await tracking.job_runs(session, org_ids=[ORG], since=at(0), until=at(4))
@@ -139,6 +145,7 @@ async def test_runs_split_in_sql_and_merged_at_each_jobs_cadence(db: Database) -
     assert [(r.first, r.last, r.samples) for r in by_job["five-minutely"]] == [
         (at(0), at(4) - timedelta(minutes=5), 48)
     ]
+    assert [(r.samples, r.spacing) for r in by_job["bursty"]] == [(24, timedelta(minutes=5))]
     stretches = [Reported(r.first, r.last, r.samples, r.spacing) for r in by_job["quarter-hourly"]]
     assert [(r.first, r.last, r.samples, r.spacing) for r in stretches] == [
         (at(0), at(4) - timedelta(minutes=15), 16, timedelta(minutes=15))
