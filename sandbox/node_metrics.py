@@ -31,7 +31,21 @@ The model is one synchronous data-parallel job on every node of the cluster:
   job is down while the new one boots, then the new node reports), spare nodes (`spares`: in the cluster,
   idle, not in the job) and the per-GPU spread above.
 
-Times are Unix seconds. `values_at(ts)` gives one scrape (rates for the EFA counters), for the sandbox's live
+**Trainium** (`hardware=TRN1`): the same job on Trn1 nodes, as the Neuron monitor's Prometheus frontend reports
+it: each NeuronCore's utilization (`gpus_per_node` is then the node's NeuronCores, 32: 16 devices of 2), each
+Trainium device's ECC events (a few corrected ones now and then on some healthy devices), the node's hardware
+execution errors, completed executions and execution latency, and its hardware info (16 devices, 2 cores each,
+the instance type); no temperature, clock or power. While no Neuron process runs on a node (a spare, the job down
+while a node boots) its Neuron series vanish but for the hardware info. Its faults (`Injected.neuron`):
+  - `gpu`: `stuck_core` (NeuronCore `gpu` at zero while its siblings work; the job slows), `device_missing`
+    (Trainium device `gpu` gone: the hardware info counts 15, its cores report nothing; the job slows) or
+    `hardware_errors` (hardware execution errors, a retry each; the job slows a little);
+  - `gpu_memory`: `ecc_uncorrected` (uncorrected HBM ECC events, or SRAM with `sram`, on device `gpu`, for
+    `xid_seconds` if given) or `ecc_corrected` (corrected ones on device `gpu`, rising to 3-60 a minute over
+    the fault's first 5 minutes); the job goes on, a little slower;
+  - `network` and `input` as on GPUs; `thermal` is refused (Trn1 reports no temperature or clock).
+
+Times are Unix seconds. `values_at(ts)` gives one scrape (rates for the counters), for the sandbox's live
 exporter; `series(start=, end=, step=)` gives a window as `ClusterMetrics`, for backfill, tests and the bench.
 The same seed gives the same cluster (per-GPU offsets are drawn per node name) and the same series."""
 
@@ -52,6 +66,11 @@ MEMORY_XIDS = (48, 63, 64, 94, 95)  # double-bit ECC, row remapping, contained/u
 XID_GONE_AFTER = 60.0  # seconds an XID-79 GPU still reports before its series vanish
 GPU_SIGNALS = (Signal.TENSOR_ACTIVE, Signal.GPU_UTIL, Signal.SM_CLOCK, Signal.GPU_TEMP, Signal.POWER, Signal.XID)
 EFA_SIGNALS = (Signal.EFA_RX, Signal.EFA_TX, Signal.EFA_RETRANS)
+NEURON_FAULTS = {
+    Cause.GPU: ("stuck_core", "device_missing", "hardware_errors"),
+    Cause.GPU_MEMORY: ("ecc_uncorrected", "ecc_corrected"),
+}
+ECC_RAMP = 300.0  # seconds a rising corrected-ECC rate takes to reach its level
 
 
 @dataclass(frozen=True)
@@ -77,6 +96,8 @@ class Injected:
     duty: float = 1.0
     dcgm_lost: bool = False
     xid_seconds: float | None = None
+    neuron: str | None = None  # Trainium: the fault's shape (NEURON_FAULTS); None: the cause's first
+    sram: bool = False  # Trainium ECC: in the device's SRAM rather than its HBM
 
     def active(self, times: np.ndarray) -> np.ndarray:
         end = np.inf if self.end is None else self.end
@@ -126,9 +147,23 @@ class Hardware:
     tensor_active: tuple[float, float] = (0.3, 0.7)  # the job's level, drawn once per cluster
     efa_bytes_per_s: float = 9.0e9  # per device and direction while training (line rate 12.5 GB/s)
     retrans_per_s: float = 0.4  # per device, healthy
+    trainium: bool = False  # NeuronCores and the Neuron monitor's series instead of GPUs and DCGM's
+    instance_type: str = "p5.48xlarge"
+    cores_per_device: int = 2  # Trainium: NeuronCores per device (gpus_per_node / this = devices)
+    executions_per_s: float = 4.0  # Trainium: completed executions per second per node while training
+    latency_s: float = 0.25  # Trainium: an execution's median latency
 
 
 P5 = Hardware()
+TRN1 = Hardware(
+    util_percent=82.0,
+    tensor_active=(0.3, 0.7),
+    efa_bytes_per_s=6.0e9,
+    retrans_per_s=0.3,
+    trainium=True,
+    instance_type="trn1.32xlarge",
+)
+TRN1_EFA = tuple(f"rdmap{16 * (k // 4 + 1)}s{k % 4}" for k in range(8))  # trn1.32xlarge: 8 EFA devices
 
 
 class NodeMetricsSimulator:
@@ -190,6 +225,14 @@ class NodeMetricsSimulator:
             raise ValueError(f"{fault.node!r} is not a node of {self.cluster} ({', '.join(self.all_nodes)})")
         if fault.cause is Cause.UNKNOWN:
             raise ValueError("inject one of gpu, gpu_memory, thermal, network, input")
+        if self.hardware.trainium:
+            if fault.cause is Cause.THERMAL:
+                raise ValueError("Trn1 reports no temperature, clock or power: no thermal fault on Trainium")
+            shapes = NEURON_FAULTS.get(fault.cause, ())
+            if shapes and fault.neuron is None:
+                fault = replace(fault, neuron=shapes[0])
+            elif fault.neuron is not None and fault.neuron not in shapes:
+                raise ValueError(f"a Trainium {fault.cause.value} fault is one of {', '.join(shapes)}")
         self.faults.append(fault)
 
     def clear(self, *, at: float) -> None:
@@ -257,6 +300,8 @@ class NodeMetricsSimulator:
             "tensor": np.clip(rng.normal(0, 0.02, g) * spread, -0.06, 0.06),
             "efa": 1 + np.clip(rng.normal(0, 0.03, (d,)) * spread, -0.08, 0.08),
             "jitter": rng.uniform(-1, 1) * np.ones(1),
+            # Trainium: a few healthy devices count a corrected ECC event now and then (0.7-7 an hour).
+            "ecc": np.where(rng.random(max(g // hw.cores_per_device, 1)) < 0.1, rng.uniform(2e-4, 2e-3), 0.0),
         }
 
     def _paused(self, times: np.ndarray, every: float | None, seconds: float, phase: float) -> np.ndarray:
@@ -306,6 +351,12 @@ class NodeMetricsSimulator:
         efa_factor = np.ones((t, n, d))
         retrans_extra = np.zeros((t, n, d))
         dcgm_lost = np.zeros((t, n), dtype=bool)
+        trainium = hw.trainium
+        chips = max(g // hw.cores_per_device, 1)  # Trainium devices
+        lost = np.zeros((t, n, chips), dtype=bool)  # Trainium devices gone
+        hardware_errors = np.zeros((t, n))
+        # Trainium ECC events/s per device: [corrected, uncorrected] x [HBM, SRAM]
+        ecc_events = np.zeros((2, 2, t, n, chips))
         for fault in self.faults:
             on = fault.active(times)
             s = float(np.clip(fault.severity, 0.0, 1.0))
@@ -317,6 +368,23 @@ class NodeMetricsSimulator:
             i = index[fault.node]
             on = on & present[:, i]
             gpus = slice(None) if fault.gpu is None else slice(fault.gpu, fault.gpu + 1)
+            if trainium and fault.cause in NEURON_FAULTS:
+                unit = fault.gpu or 0
+                if fault.neuron == "stuck_core":
+                    pace = np.where(on, np.minimum(pace, 1 - 0.4 * s), pace)
+                    dead[on, i, unit] = True
+                elif fault.neuron == "device_missing":
+                    pace = np.where(on, np.minimum(pace, 1 - 0.4 * s), pace)
+                    lost[on, i, unit % chips] = True
+                elif fault.neuron == "hardware_errors":
+                    pace = np.where(on, np.minimum(pace, 1 - 0.25 * s), pace)
+                    hardware_errors[on, i] += 0.02 + 0.3 * s
+                elif fault.neuron == "ecc_uncorrected":
+                    ecc_events[1, int(fault.sram), on & fault.xid_showing(times), i, unit % chips] += 0.02
+                elif fault.neuron == "ecc_corrected":
+                    ramp = np.clip((times - fault.start) / ECC_RAMP, 0.0, 1.0)
+                    ecc_events[0, int(fault.sram), on, i, unit % chips] += ((0.05 + 0.95 * s) * ramp)[on]
+                continue
             if fault.cause is Cause.THERMAL:
                 ratio = 1 - 0.4 * s
                 pace = np.where(on, np.minimum(pace, ratio), pace)
@@ -401,6 +469,27 @@ class NodeMetricsSimulator:
                 efa_up[missing, index[gap.node]] = False
 
         frame: dict[tuple[Signal, str, str], tuple[np.ndarray, np.ndarray]] = {}
+        if trainium:
+            self._neuron_frame(
+                frame,
+                times=times,
+                nodes=nodes,
+                present=present,
+                neuron_up=dcgm_up,
+                runs=~(job_down[:, None] | np.array([node in self.spares for node in nodes])[None, :]),
+                util=util,
+                pace=pace * feed,
+                working=~checkpoint & ~hang[:, None],
+                missing=lost,
+                hardware_errors=hardware_errors,
+                ecc_events=ecc_events,
+                static=static,
+            )
+            for i, node in enumerate(nodes):
+                for k, device in enumerate(self.efa_devices):
+                    for signal, values in {Signal.EFA_RX: rx, Signal.EFA_TX: tx, Signal.EFA_RETRANS: retrans}.items():
+                        frame[(signal, node, device)] = (efa_up[:, i], values[:, i, k])
+            return frame
         gpu_values = {
             Signal.TENSOR_ACTIVE: tensor,
             Signal.GPU_UTIL: util,
@@ -419,3 +508,56 @@ class NodeMetricsSimulator:
                 for signal, values in efa_values.items():
                     frame[(signal, node, device)] = (efa_up[:, i], values[:, i, k])
         return frame
+
+    def _neuron_frame(
+        self,
+        frame: dict[tuple[Signal, str, str], tuple[np.ndarray, np.ndarray]],
+        *,
+        times: np.ndarray,
+        nodes: tuple[str, ...],
+        present: np.ndarray,
+        neuron_up: np.ndarray,
+        runs: np.ndarray,
+        util: np.ndarray,
+        pace: np.ndarray,
+        working: np.ndarray,
+        missing: np.ndarray,
+        hardware_errors: np.ndarray,
+        ecc_events: np.ndarray,
+        static: list[dict[str, np.ndarray]],
+    ) -> None:
+        """A Trainium cluster's Neuron monitor series into `frame`: `neuron_up` (steps, nodes) where its exporter
+        answers, `runs` where a Neuron process runs on the node (else only the hardware info reports)."""
+        hw = self.hardware
+        t, n = len(times), len(nodes)
+        per_device = hw.cores_per_device
+        devices = missing.shape[2]
+        rng = np.random.default_rng([self.seed, int(times[0] * 1000) % (1 << 62), t, 7])
+        alive = neuron_up & runs
+        executions = np.where(working, hw.executions_per_s * pace[:, None], 0.0)
+        executions = np.round(np.maximum(executions * (1 + rng.normal(0, 0.02 * self.noise, (t, n))), 0.0), 3)
+        latency = hw.latency_s / np.maximum(pace, 0.05)
+        count = devices - missing.sum(axis=2)
+        for i, node in enumerate(nodes):
+            info = (neuron_up & present)[:, i]
+            frame[(Signal.NEURON_DEVICES, node, hw.instance_type)] = (info, count[:, i].astype(float))
+            frame[(Signal.NEURONCORES_PER_DEVICE, node, hw.instance_type)] = (info, np.full(t, float(per_device)))
+            for k in range(util.shape[2]):
+                up = alive[:, i] & ~missing[:, i, min(k // per_device, devices - 1)]
+                frame[(Signal.NEURONCORE_UTIL, node, str(k))] = (up, np.round(util[:, i, k] / 100.0, 4))
+            base = static[i]["ecc"]
+            for dev in range(devices):
+                up = alive[:, i] & ~missing[:, i, dev]
+                for signal, (corrected, sram) in {
+                    Signal.MEM_ECC_CORRECTED: (0, 0),
+                    Signal.SRAM_ECC_CORRECTED: (0, 1),
+                    Signal.MEM_ECC_UNCORRECTED: (1, 0),
+                    Signal.SRAM_ECC_UNCORRECTED: (1, 1),
+                }.items():
+                    rate = ecc_events[corrected, sram, :, i, dev] + (base[dev] if (corrected, sram) == (0, 0) else 0.0)
+                    frame[(signal, node, str(dev))] = (up, rate)
+            frame[(Signal.HARDWARE_ERRORS, node, "")] = (alive[:, i], hardware_errors[:, i])
+            frame[(Signal.EXECUTIONS, node, "")] = (alive[:, i], executions[:, i])
+            for percentile, factor in (("p50", 1.0), ("p99", 1.35)):
+                noisy = latency * factor * (1 + rng.normal(0, 0.03 * self.noise, t))
+                frame[(Signal.EXECUTION_LATENCY, node, percentile)] = (alive[:, i], np.round(noisy, 4))

@@ -6,7 +6,9 @@ the sandbox's simulated exporters (`LiveExporter`).
 
 The series are named as the exporters name them: DCGM's gauges, and the EFA node exporter's counters without a
 `_total` suffix (`node_amazonefa_rx_bytes`). promtool 2.42 accepts such counters in OpenMetrics and stores them
-under that very name, so what the reader queries here is what it queries in production.
+under that very name, so what the reader queries here is what it queries in production. The Neuron monitor's
+as neuron-monitor-prometheus.py names them: one metric for several signals (`hardware_ecc_events_total` with its
+`event_type`), and `neuron_hardware_info` with its counts as labels and 1 as its value.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-from bot.node_metrics.series import ClusterMetrics, Series, Signal
+from bot.node_metrics.series import SELECTOR, ClusterMetrics, Series, Signal
 
 PROMETHEUS = "/usr/bin/prometheus"
 PROMTOOL = "/usr/bin/promtool"
@@ -62,9 +64,30 @@ def _series_labels(
     series_signal: Signal, node: str, device: str, *, cluster: str, node_label: str, cluster_label: str
 ) -> str:
     pairs = [(cluster_label, cluster), (node_label, node)]
-    if device:
+    if device and series_signal.device_label:
         pairs.append((series_signal.device_label, device))
+    if series_signal.metric in SELECTOR:
+        pairs.append((SELECTOR[series_signal.metric], series_signal.selects))
     return _labels(pairs)
+
+
+def _info_labels(
+    node: str, device: str, counts: dict[Signal, float], *, cluster: str, node_label: str, cluster_label: str
+) -> str:
+    """An info metric's labels: its counts (as the exporter writes them, integers) beside the device label."""
+    pairs = [(cluster_label, cluster), (node_label, node)]
+    if device:
+        pairs.append((Signal.NEURON_DEVICES.device_label, device))
+    pairs += [(signal.selects, str(round(value))) for signal, value in sorted(counts.items()) if math.isfinite(value)]
+    return _labels(pairs)
+
+
+def _families() -> dict[str, list[Signal]]:
+    """Each metric's signals, in the order of Signal (OpenMetrics wants each family in one piece)."""
+    out: dict[str, list[Signal]] = {}
+    for series_signal in Signal:
+        out.setdefault(series_signal.metric, []).append(series_signal)
+    return out
 
 
 def _number(value: float) -> str:
@@ -106,12 +129,16 @@ def openmetrics(
         for series in cluster_metrics.series:
             by_signal.setdefault(series.signal, []).append((cluster_metrics, series))
     lines: list[str] = []
-    for series_signal in Signal:
-        members = by_signal.get(series_signal)
+    for metric, signals in _families().items():
+        members = [member for series_signal in signals for member in by_signal.get(series_signal, [])]
         if not members:
             continue
-        lines.append(f"# TYPE {series_signal.value} {'counter' if series_signal.is_counter else 'gauge'}")
+        lines.append(f"# TYPE {metric} {'counter' if signals[0].is_counter else 'gauge'}")
+        if signals[0].from_label:
+            lines.extend(_info_lines(metric, members, node_label=node_label, cluster_label=cluster_label))
+            continue
         for cluster_metrics, series in members:
+            series_signal = series.signal
             labels = _series_labels(
                 series_signal,
                 series.node,
@@ -125,10 +152,30 @@ def openmetrics(
                 ordered = sorted(zip(series.times, series.values, strict=True))
                 series = replace(series, times=tuple(t for t, _ in ordered), values=tuple(v for _, v in ordered))
             values = _cumulative(series, cluster_metrics.step_seconds) if series_signal.is_counter else series.values
-            prefix = series_signal.value + labels + " "
+            prefix = metric + labels + " "
             lines.extend(f"{prefix}{_number(value)} {at!r}" for at, value in zip(series.times, values, strict=True))
     lines.append("# EOF")
     return "\n".join(lines) + "\n"
+
+
+def _info_lines(
+    metric: str, members: list[tuple[ClusterMetrics, Series]], *, node_label: str, cluster_label: str
+) -> list[str]:
+    """An info metric's samples (value 1), its counts as labels: one series per label set, each in time order
+    (a count that changes makes another series, as an exporter restarted with another count would)."""
+    counts: dict[tuple[str, str, str], dict[float, dict[Signal, float]]] = {}
+    for cluster_metrics, series in members:
+        per_time = counts.setdefault((cluster_metrics.cluster, series.node, series.device), {})
+        for at, value in zip(series.times, series.values, strict=True):
+            per_time.setdefault(at, {})[series.signal] = value
+    by_labels: dict[str, list[float]] = {}
+    for (cluster, node, device), per_time in counts.items():
+        for at in sorted(per_time):
+            labels = _info_labels(
+                node, device, per_time[at], cluster=cluster, node_label=node_label, cluster_label=cluster_label
+            )
+            by_labels.setdefault(labels, []).append(at)
+    return [f"{metric}{labels} 1.0 {at!r}" for labels, times in by_labels.items() for at in times]
 
 
 def exposition(
@@ -142,16 +189,27 @@ def exposition(
     for series_signal, node, device, value in samples:
         by_signal.setdefault(series_signal, []).append((node, device, value))
     lines: list[str] = []
-    for series_signal in Signal:
-        members = by_signal.get(series_signal)
-        if not members:
+    for metric, signals in _families().items():
+        if not any(by_signal.get(series_signal) for series_signal in signals):
             continue
-        lines.append(f"# TYPE {series_signal.value} {'counter' if series_signal.is_counter else 'gauge'}")
-        for node, device, value in members:
-            labels = _series_labels(
-                series_signal, node, device, cluster=cluster, node_label=node_label, cluster_label=cluster_label
-            )
-            lines.append(f"{series_signal.value}{labels} {_number(value)}")
+        lines.append(f"# TYPE {metric} {'counter' if signals[0].is_counter else 'gauge'}")
+        if signals[0].from_label:
+            info: dict[tuple[str, str], dict[Signal, float]] = {}
+            for series_signal in signals:
+                for node, device, value in by_signal.get(series_signal, []):
+                    info.setdefault((node, device), {})[series_signal] = value
+            for (node, device), counts in info.items():
+                labels = _info_labels(
+                    node, device, counts, cluster=cluster, node_label=node_label, cluster_label=cluster_label
+                )
+                lines.append(f"{metric}{labels} 1.0")
+            continue
+        for series_signal in signals:
+            for node, device, value in by_signal.get(series_signal, []):
+                labels = _series_labels(
+                    series_signal, node, device, cluster=cluster, node_label=node_label, cluster_label=cluster_label
+                )
+                lines.append(f"{metric}{labels} {_number(value)}")
     return "\n".join(lines) + "\n"
 
 

@@ -34,7 +34,7 @@ from bot.alerts.kinds import job as job_kind
 from bot.clusters.model import Backend
 from bot.monitor.metrics_reads import MetricsReads, ReadFailed
 from bot.mrkdwn import escape
-from bot.node_metrics.culprit import FAULT_WINDOW, assess_nodes
+from bot.node_metrics.culprit import FAULT_WINDOW, SETTLING_CAUSES, assess_nodes
 from bot.node_metrics.series import NodeAssessment, NodeFault, PeerChart
 from storage import crud
 from storage.models import Episode
@@ -78,8 +78,9 @@ class FaultyNodeMonitor:
         self._window = window
 
     def read_start(self, now: datetime) -> datetime:
-        """Where its read of a cluster begins, for a check at `now`."""
-        return now - self._window - READ_MARGIN
+        """Where its read of a cluster begins, for a check at `now`: two windows (an alert of a settling cause
+        closes once its node was clear over the window before the last as well)."""
+        return now - 2 * self._window - READ_MARGIN
 
     async def watched(self, org_ids: Iterable[str]) -> list[Watched]:
         """The clusters Pitcrew knows (the node sweep's table) of these orgs (those with per-node metrics).
@@ -139,6 +140,13 @@ class FaultyNodeMonitor:
             return 0  # nothing known: nothing opens, and nothing closes
         assessed: list[NodeAssessment] = await asyncio.to_thread(assess_nodes, metrics, at=now, window=self._window)
         present = {a.node: a for a in assessed}
+        # A throttle may come back after a quiet stretch longer than the window: its alert closes only when its
+        # node was clear over the window before too (culprit.SETTLING_CAUSES), so it is one alert, not several.
+        settling = {n for n, row in rows.items() if row.cause in SETTLING_CAUSES and n in present and present[n].clear}
+        earlier: dict[str, NodeAssessment] = {}
+        if settling:
+            before = await asyncio.to_thread(assess_nodes, metrics, at=now - self._window, window=self._window)
+            earlier = {a.node: a for a in before}
         changed = 0
         for node, row in rows.items():
             now_seen = present.get(node)
@@ -146,7 +154,7 @@ class FaultyNodeMonitor:
             if now_seen is None:
                 note = f"`{shown}` left the cluster (replaced or removed): this alert is closed."
                 changed += await self._close(row, now, status=faulty_kind.LEFT, note=note, tone=Tone.NEWS)
-            elif now_seen.clear:
+            elif now_seen.clear and (node not in settling or (node in earlier and earlier[node].clear)):
                 note = f"`{shown}` is back in line with its peers."
                 changed += await self._close(row, now, status=faulty_kind.CLEARED, note=note, tone=Tone.RECOVERED)
             elif now_seen.fault is not None and now_seen.fault.cause.value != row.cause:

@@ -1,6 +1,7 @@
-"""The one place Pitcrew talks to Prometheus: per-node DCGM and EFA series of one cluster over a time range,
-read with PromQL over the HTTP API (`/api/v1/query_range`), optionally signed with SigV4 for Amazon Managed
-Service for Prometheus.
+"""The one place Pitcrew talks to Prometheus: per-node DCGM (GPU), Neuron monitor (Trainium) and EFA series of
+one cluster over a time range, read with PromQL over the HTTP API (`/api/v1/query_range`), optionally signed
+with SigV4 for Amazon Managed Service for Prometheus. Every cluster is asked for both accelerators' series (a
+GPU cluster's Neuron queries come back empty, and the reverse): one shape out, whichever it is.
 
 What each query asks, for the selector `{<cluster_label>="<cluster>"}`:
 - counters (EFA bytes and retransmits): `rate(x{...}[2m])`, per second, as the analysis holds them;
@@ -9,6 +10,13 @@ What each query asks, for the selector `{<cluster_label>="<cluster>"}`:
   `max_over_time`, so an error seen between two steps is not lost when the step is longer than the scrape;
 - all `max by (<node_label>, gpu|device)`, so a node's GPU is one series even when its exporter was restarted
   under another pod or scraped by two jobs.
+The Neuron monitor is often scraped less often than the EFA exporter (15 to 60 s are all normal), so its
+gauges look back 90 s (1.5 of the slowest) and its counters take `rate(x[4m])` (four of the slowest scrapes).
+Its per-runtime counters (execution errors and statuses: one runtime per worker process) are summed over
+`runtime_tag` after the `max by` that folds duplicate scrapes. The ECC events' four types are one query,
+selected exactly (`event_type=~"a|b|c|d"` is a whole-value match in PromQL, never a prefix); execution errors
+are read for `error_type="hardware"` only (the others are the application's), statuses for `completed`.
+`neuron_hardware_info` is an info metric: its counts are labels, turned into values here.
 Prometheus refuses more than 11,000 points per series, so a long range is read in chunks.
 
 A reader made with `remember=True` (the live monitor's, by `reader_for`) keeps each cluster's last read, and a
@@ -38,10 +46,13 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from bot.clusters.accounts import AwsAccounts
 from bot.config import MetricsConfig, OrgConfig
-from bot.node_metrics.series import ClusterMetrics, Series, Signal
+from bot.node_metrics.series import SELECTOR, ClusterMetrics, Family, Series, Signal
 
 SCRAPE_INTERVAL = timedelta(seconds=30)  # what the HyperPod and ParallelCluster observability stacks use
 RATE_WINDOW = timedelta(minutes=2)  # four scrapes: rate() survives one missed scrape
+NEURON_SCRAPE = timedelta(seconds=60)  # the slowest Neuron monitor scrape taken as normal
+NEURON_RATE_WINDOW = timedelta(minutes=4)  # four of those scrapes
+RUNTIME_LABEL = "runtime_tag"  # the Neuron runtime (one per worker process) a counter is of
 MAX_POINTS = 11_000  # Prometheus's limit per series of one query_range
 SIGV4_SERVICE = "aps"  # Amazon Managed Service for Prometheus
 TIMEOUT = httpx.Timeout(30.0, connect=5.0)
@@ -52,6 +63,18 @@ _SNIPPET = 160  # characters of an unexpected answer quoted in an error
 
 # One series of an answer: its labels, its times and its values (float64 arrays of the same length, as sent).
 _Answered = tuple[dict[str, str], np.ndarray, np.ndarray]
+
+
+def _reads() -> tuple[tuple[Signal, ...], ...]:
+    """The signals each query reads: one metric's signals together (the ECC events' four types, the hardware
+    info's two counts), every other signal on its own."""
+    by_metric: dict[str, list[Signal]] = {}
+    for signal in Signal:
+        by_metric.setdefault(signal.metric, []).append(signal)
+    return tuple(tuple(signals) for signals in by_metric.values())
+
+
+READS = _reads()
 
 
 class MetricsError(Exception):
@@ -111,17 +134,38 @@ class PrometheusReader:
         return self._base
 
     def query(self, signal: Signal, cluster: str) -> str:
-        """The PromQL this reader sends for one signal of one cluster."""
-        selected = f"{signal.value}{{{self._config.cluster_label}={promql_string(cluster)}}}"
-        scrape = SCRAPE_INTERVAL.total_seconds()
-        if signal.is_counter:
-            window = max(RATE_WINDOW.total_seconds(), self._step)
+        """The PromQL this reader sends for one signal of one cluster (the query of its metric's signals)."""
+        return self._query(next(group for group in READS if signal in group), cluster)
+
+    def _by(self, group: tuple[Signal, ...]) -> list[str]:
+        """The labels an answer's series are told apart by."""
+        first = group[0]
+        if first.from_label:
+            return [self._config.node_label, first.device_label, *(s.selects for s in group)]
+        by = [self._config.node_label] + ([first.device_label] if first.device_label else [])
+        return by + ([SELECTOR[first.metric]] if first.metric in SELECTOR else [])
+
+    def _query(self, group: tuple[Signal, ...], cluster: str) -> str:
+        first = group[0]
+        matchers = [f"{self._config.cluster_label}={promql_string(cluster)}"]
+        if first.metric in SELECTOR:  # exact values, never a prefix: `=~` matches the whole value
+            values = [s.selects for s in group]
+            op, value = ("=", values[0]) if len(values) == 1 else ("=~", "|".join(values))
+            matchers.append(f"{SELECTOR[first.metric]}{op}{promql_string(value)}")
+        selected = f"{first.metric}{{{','.join(matchers)}}}"
+        by = ", ".join(self._by(group))
+        neuron = first.family is Family.NEURON
+        scrape = (NEURON_SCRAPE if neuron else SCRAPE_INTERVAL).total_seconds()
+        if first.is_counter:
+            window = max((NEURON_RATE_WINDOW if neuron else RATE_WINDOW).total_seconds(), self._step)
             inner = f"rate({selected}[{_seconds(timedelta(seconds=window))}])"
+            if neuron:  # duplicate scrapes folded per runtime, then the node's runtimes summed
+                return f"sum by ({by}) (max by ({by}, {RUNTIME_LABEL}) ({inner}))"
         else:
             window = 1.5 * max(self._step, scrape)
-            over_time = "max_over_time" if signal is Signal.XID else "last_over_time"
+            over_time = "max_over_time" if first is Signal.XID else "last_over_time"
             inner = f"{over_time}({selected}[{_seconds(timedelta(seconds=window))}])"
-        return f"max by ({self._config.node_label}, {signal.device_label}) ({inner})"
+        return f"max by ({by}) ({inner})"
 
     async def cluster_metrics(self, cluster: str, *, start: datetime, end: datetime) -> ClusterMetrics:
         """Every signal of `cluster` over [start, end], evaluated at start, start + step, ... up to end.
@@ -161,7 +205,7 @@ class PrometheusReader:
 
     async def _read(self, cluster: str, *, start: datetime, end: datetime) -> tuple[Series, ...]:
         answers = await asyncio.gather(
-            *(self._signal_series(signal, cluster, start=start, end=end) for signal in Signal),
+            *(self._group_series(group, cluster, start=start, end=end) for group in READS),
             return_exceptions=True,
         )
         series: list[Series] = []
@@ -187,18 +231,34 @@ class PrometheusReader:
             first = chunk_last + step
         return chunks
 
-    async def _signal_series(self, signal: Signal, cluster: str, *, start: datetime, end: datetime) -> list[Series]:
-        query = self.query(signal, cluster)
-        pieces: dict[tuple[str, str], list[tuple[np.ndarray, np.ndarray]]] = {}
+    async def _group_series(
+        self, group: tuple[Signal, ...], cluster: str, *, start: datetime, end: datetime
+    ) -> list[Series]:
+        query = self._query(group, cluster)
+        first_signal = group[0]
+        selector = SELECTOR.get(first_signal.metric)
+        by_value = {s.selects: s for s in group}
+        pieces: dict[tuple[Signal, str, str], list[tuple[np.ndarray, np.ndarray]]] = {}
         for first, last in self._chunks(start, end):
             for metric, times, values in await self._query_range(query, first, last):
                 node = metric.get(self._config.node_label, "")
                 if not node:
                     continue  # a series that names no node cannot be compared with peers
-                pieces.setdefault((node, metric.get(signal.device_label, "")), []).append((times, values))
+                device = metric.get(first_signal.device_label, "") if first_signal.device_label else ""
+                if first_signal.from_label:
+                    for signal in group:  # an info metric: each count is a label, the same at every point
+                        count = _label_number(metric.get(signal.selects, ""))
+                        if count is not None:
+                            filled = np.where(np.isfinite(values), count, np.nan)
+                            pieces.setdefault((signal, node, device), []).append((times, filled))
+                    continue
+                read = by_value.get(metric.get(selector, "")) if selector else first_signal
+                if read is not None:  # (an answer only holds the values asked for; anything else is not read)
+                    pieces.setdefault((read, node, device), []).append((times, values))
         found = []
-        for (node, device), parts in sorted(pieces.items()):
-            times, values = _ascending(parts)
+        order = {signal: index for index, signal in enumerate(Signal)}  # a full read's order, as _merged's
+        for (signal, node, device), parts in sorted(pieces.items(), key=lambda item: (order[item[0][0]], item[0][1:])):
+            times, values = _ascending(parts, keep="min" if signal.from_label else "last")
             if len(times):
                 found.append(Series(signal, node, device, tuple(times.tolist()), tuple(values.tolist())))
         return found
@@ -324,15 +384,30 @@ def _answered(item: Any) -> _Answered:
     return labels, pairs[:, 0], pairs[:, 1]
 
 
-def _ascending(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+def _label_number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _ascending(parts: list[tuple[np.ndarray, np.ndarray]], *, keep: str = "last") -> tuple[np.ndarray, np.ndarray]:
     """The finite samples of a series' chunks, by ascending time; of two samples at one time, the later one
-    read (chunks do not overlap, so this only matters to an answer that repeats a time)."""
+    read (chunks do not overlap, so this only matters to an answer that repeats a time), or with `keep="min"`
+    the least (an info metric whose count changed shows both label sets for a lookback: a device that went
+    missing is missing at once)."""
     times = np.concatenate([t for t, _ in parts])
     values = np.concatenate([v for _, v in parts])
     finite = np.isfinite(values)
     if not finite.all():
         times, values = times[finite], values[finite]
     if len(times) > 1 and not (np.diff(times) > 0).all():
+        if keep == "min":
+            order = np.lexsort((values, times))  # by time, then value: the first of each time is its least
+            times, values = times[order], values[order]
+            kept, first = np.unique(times, return_index=True)
+            return kept, values[first]
         # np.unique keeps the first of equal times: of the reversed arrays, that is the last one read.
         kept, first = np.unique(times[::-1], return_index=True)
         times, values = kept, values[::-1][first]

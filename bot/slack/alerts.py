@@ -20,7 +20,7 @@ from bot.alerts.kinds import node as node_kind
 from bot.clusters.console import cluster_url, node_url
 from bot.clusters.model import Backend, Cluster, Health
 from bot.mrkdwn import cut, visible
-from bot.node_metrics.series import PeerChart
+from bot.node_metrics.series import PeerChart, on_trainium
 from bot.plots import ThroughputChart
 from bot.slack import charts
 from bot.slack.blocks import Block, Reply, button, context, escape, fit, header, section, sections, when
@@ -326,6 +326,18 @@ FAULT_CAUSES = {
     "thermal": "a GPU throttled (clock down, hot or power capped)",
     "network": "EFA traffic far below its peers', retransmits up",
 }
+# On a Trainium node (its evidence speaks of NeuronCores and Trainium devices), the same causes in its words.
+TRAINIUM_FAULT_CAUSES = {
+    "gpu": "a Trainium device missing, a NeuronCore stuck or hardware execution errors",
+    "gpu_memory": "Trainium device memory errors (uncorrected or rising ECC, HBM or SRAM)",
+}
+
+
+def _fault_cause(cause: str | None, evidence: str) -> str:
+    words = TRAINIUM_FAULT_CAUSES.get(cause or "") if on_trainium(evidence) else None
+    return words or FAULT_CAUSES.get(cause or "", "diverges from its peers")
+
+
 FAULT_CLOSED = {
     faulty_kind.CLEARED: "Back in line with its peers",
     faulty_kind.LEFT: "Left the cluster",
@@ -353,7 +365,7 @@ def faulty_node_alert(
         f"*Org*\n{escape(org_name)} (`{episode.org_id}`)",
         f"*Cluster*\n`{ref}` · {backend}",
         f"*Node*\n`{node}`",
-        f"*Cause*\n`{cause}`: {FAULT_CAUSES.get(episode.cause, 'diverges from its peers')}",
+        f"*Cause*\n`{cause}`: {_fault_cause(episode.cause, episode.message or '')}",
         f"*Diverging since*\n{when(since, tz)}",
     ]
     icon = ":warning:" if is_open else ":large_green_circle:"

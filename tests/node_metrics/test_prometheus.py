@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from bot.config import MetricsConfig
 from bot.node_metrics import prometheus as reader_module
 from bot.node_metrics.prometheus import MetricsError, PrometheusReader, promql_string
-from bot.node_metrics.series import Cause, ClusterMetrics, Series, Signal
+from bot.node_metrics.series import Cause, ClusterMetrics, Family, Series, Signal
 from sandbox.node_metrics import Gap, Injected, NodeMetricsSimulator, Replacement
 
 T0 = 1_764_000_000.0  # a fixed past; not a multiple of the step, so nothing relies on aligned times
@@ -249,7 +249,8 @@ async def test_the_range_is_the_one_asked_and_naive_times_are_utc(
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(value=st.text(st.characters(codec="utf-8"), max_size=20))
+# (no `$`: label_replace expands `$0`, `$1`... in its replacement, which is what echoes the string here)
+@given(value=st.text(st.characters(codec="utf-8", blacklist_characters="$"), max_size=20))
 @example(value='quote " backslash \\ newline \n cr \r tab \t nul \x00 ユニコード')
 def test_promql_string_is_read_back_by_prometheus_as_the_same_text(
     prometheus_with: PrometheusWith, simulated: ClusterMetrics, value: str
@@ -392,7 +393,10 @@ class _Canned:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 64  # a read sends every query at once (15: DCGM, EFA and Neuron), beyond 5
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/prom/"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
@@ -482,7 +486,11 @@ async def test_an_answer_out_of_order_with_repeats_and_non_finite_values(canned:
         )
     finally:
         await reader.aclose()
-    assert {(s.node, s.device) for s in read.series} == {("i-1", "0"), ("i-1", "rdmap0s31")}
+    # (the canned answer is every query's: the Neuron ones, whose device labels it lacks, read it under "")
+    assert {(s.node, s.device) for s in read.series if s.signal.family is not Family.NEURON} == {
+        ("i-1", "0"),
+        ("i-1", "rdmap0s31"),
+    }
     assert {(s.times, s.values) for s in read.series} == {((T0, T0 + 60), (1.5, 4000.0))}
     assert all(type(v) is float for s in read.series for v in s.times + s.values)
 

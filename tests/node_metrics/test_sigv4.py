@@ -21,7 +21,7 @@ from botocore.credentials import Credentials
 
 from bot.clusters.accounts import AwsAccounts
 from bot.config import MetricsConfig, OrgConfig, load_program
-from bot.node_metrics.prometheus import MetricsError, PrometheusReader, reader_for
+from bot.node_metrics.prometheus import READS, MetricsError, PrometheusReader, reader_for
 from bot.node_metrics.series import ClusterMetrics, Series, Signal
 from sandbox.world import EXAMPLE_PROGRAM
 
@@ -176,8 +176,8 @@ async def test_signed_reads_pass_the_gate_and_read_what_prometheus_holds(
     assert signed == direct
     assert signed.series and {s.node for s in signed.series} == {"i-0sig"}
     assert gate.seen.refused == []
-    assert gate.seen.accepted == [(KEY.access_key, REGION)] * len(Signal)  # one signed query per signal
-    assert len(calls) == len(Signal)  # fresh credentials for each request: a renewed role is picked up
+    assert gate.seen.accepted == [(KEY.access_key, REGION)] * len(READS)  # one signed query per metric
+    assert len(calls) == len(READS)  # fresh credentials for each request: a renewed role is picked up
 
 
 async def test_rotated_credentials_are_used_as_they_come(gate_for: Callable[..., SigV4Gate]) -> None:
@@ -280,7 +280,7 @@ async def test_reader_for_without_sigv4_sends_no_signature(
         reader = reader_for(_org(_amp(prometheus_with(held), sigv4=False)), AwsAccounts(), http=http)
         assert reader is not None
         read = await _read(reader)
-    assert read.series and seen == [None] * len(Signal)
+    assert read.series and seen == [None] * len(READS)
 
 
 def test_reader_for_an_org_without_metrics_is_none() -> None:
