@@ -1,17 +1,19 @@
-"""The sandbox's per-node GPU and EFA metrics, and its three culprit buttons.
+"""The sandbox's per-node GPU, Trainium and EFA metrics, and its culprit buttons.
 
-Each simulated training job on a HyperPod GPU cluster of the embedded AWS gets a NodeMetricsSimulator over
-that cluster's Running worker nodes, re-read from moto at every scrape, so a replaced node leaves the metrics
-and its successor joins them. The history (as long as the training jobs', with the same checkpoints) is
-backfilled into the sandbox's Prometheus before it starts; from then on Prometheus scrapes the live values
-at SCRAPE_PATH on the world server, as it would scrape the DCGM and EFA exporters of real nodes.
+Each simulated training job on a HyperPod GPU or Trainium cluster of the embedded AWS gets a
+NodeMetricsSimulator over that cluster's Running worker nodes (DCGM's series on GPU nodes, the Neuron
+monitor's on Trn1 nodes, the EFA exporter's on both), re-read from moto at every scrape, so a replaced node
+leaves the metrics and its successor joins them. The history (as long as the training jobs', with the same
+checkpoints) is backfilled into the sandbox's Prometheus before it starts; from then on Prometheus scrapes the
+live values at SCRAPE_PATH on the world server, as it would scrape the DCGM, Neuron and EFA exporters of real
+nodes.
 
-A culprit button injects one fault into a cluster's simulator (a throttled GPU, a degraded EFA link, or a
-starved data loader on every node) and slows the cluster's training job down from the same moment, as the
-limping node would, so the throughput alert fires and its analysis finds the node. Recovering clears both;
-replacing the faulty node does too (the fault leaves with the node).
-
-Trainium clusters get no metrics: the sandbox simulates NVIDIA's DCGM exporter only, as Pitcrew reads it.
+A culprit button injects one fault into a cluster's simulator (a throttled GPU, a degraded EFA link, a
+starved data loader on every node; on Trainium, a stuck NeuronCore or uncorrected ECC errors on a Trainium
+device) and slows the cluster's training job down from the same moment, as the limping node would, so the
+throughput alert fires and its analysis finds the node. A button picks a cluster of its accelerator (of the
+org asked for if it has one, else any). Recovering clears both; replacing the faulty node does too (the fault
+leaves with the node).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from bot.config import MetricsConfig, OrgConfig, ProgramConfig
 from bot.monitor.jobs import thresholds_for
 from bot.monitor.throughput import JobDetector, Sample, Thresholds
 from bot.node_metrics.series import Cause, ClusterMetrics, Signal
-from sandbox.node_metrics import Injected, NodeMetricsSimulator
+from sandbox.node_metrics import P5, TRN1, TRN1_EFA, Hardware, Injected, NodeMetricsSimulator
 from sandbox.prometheus import LiveExporter, openmetrics
 from sandbox.training import CHECKPOINT_EVERY, CHECKPOINT_PAUSE, HISTORY, HISTORY_STEP, SimulatedJob, Slowdown
 from storage.models import utcnow
@@ -37,26 +39,38 @@ from storage.models import utcnow
 SCRAPE_PATH = "/sandbox/node-metrics"
 SCRAPE_INTERVAL = "5s"
 GPU_INSTANCE_PREFIXES = ("ml.p", "ml.g")  # NVIDIA instances: the ones a DCGM exporter runs on
+TRAINIUM_INSTANCE_PREFIXES = ("ml.trn",)  # the ones a Neuron monitor runs on
 GPUS_PER_NODE = 8  # P5 (and P4d): the simulator's default
+NEURONCORES_PER_NODE = 32  # Trn1: 16 Trainium devices of 2 NeuronCores
+TRAINIUM_DEVICES = 16
+TRN1N_EFA = tuple(f"rdmap{16 * (k // 4 + 1)}s{k % 4}" for k in range(16))  # trn1n.32xlarge: 16 EFA devices
 IDLE_UTIL_PERCENT = 10.0  # a checkpoint idles every GPU (about 2 %); a starved data loader leaves them at 60 % and up
 
 
 @dataclass(frozen=True)
 class CulpritButton:
-    """One button of the console: the fault it injects and how much of its rate the job keeps (the nodes are
-    slowed alike: severity_for)."""
+    """One button of the console: the fault it injects, how much of its rate the job keeps (the nodes are
+    slowed alike: severity_for), the accelerator whose clusters it picks from ("gpu", "trainium" or "any")
+    and, on Trainium, the fault's shape (sandbox.node_metrics.NEURON_FAULTS)."""
 
     cause: Cause
     factor: float
+    accelerator: str = "any"
+    neuron: str | None = None
 
 
 # A GPU throttled to 60 % of its clock (1,190 of 1,980 MHz) holds every rank back as much, and so does a link
 # at a fifth of its peers' traffic: the simulator's full-severity faults. The starved loader is milder. At the
 # demo's thresholds the first two are told in 2-3 minutes, the last (the CUSUM's moderate rule) in about 6.
 BUTTONS: dict[str, CulpritButton] = {
-    "thermal": CulpritButton(Cause.THERMAL, 0.6),  # "Throttle a GPU"
+    "thermal": CulpritButton(Cause.THERMAL, 0.6, accelerator="gpu"),  # "Throttle a GPU"
     "network": CulpritButton(Cause.NETWORK, 0.6),  # "Degrade a node's EFA"
     "input": CulpritButton(Cause.INPUT, 0.65),  # "Slow the data loader"
+    # A stuck NeuronCore holds every rank back as a throttled GPU does; uncorrected ECC errors cost the job its
+    # retries (the job slows as the Neuron runtime replays what failed).
+    # "Stick a NeuronCore", "ECC errors on a Trainium device"
+    "stuck_core": CulpritButton(Cause.GPU, 0.6, accelerator="trainium", neuron="stuck_core"),
+    "ecc": CulpritButton(Cause.GPU_MEMORY, 0.6, accelerator="trainium", neuron="ecc_uncorrected"),
 }
 
 
@@ -83,7 +97,9 @@ class Injection:
         what = {
             Cause.THERMAL: f"Throttled GPU {self.gpu} of {self.node} ({where}): its SM clock is down and it runs hot",
             Cause.NETWORK: f"Degraded the EFA of {self.node} ({where}): its traffic is down and retransmits are up",
-            Cause.INPUT: f"Starved the data loader on every node of {where}: every GPU waits for input",
+            Cause.INPUT: f"Starved the data loader on every node of {where}: every accelerator waits for input",
+            Cause.GPU: f"Stuck NeuronCore {self.gpu} of {self.node} ({where}): at zero while its siblings work",
+            Cause.GPU_MEMORY: f"Uncorrected HBM ECC errors on Trainium device {self.gpu} of {self.node} ({where})",
         }.get(self.cause, f"Injected {self.cause.value} into {where}")
         # No faulty-node alert follows: while the job's alert names the node, it is the one alert about it.
         named = "the cause" if self.node is None else "the node and the cause (with Replace node on it)"
@@ -126,13 +142,14 @@ def severity_for(cause: Cause, factor: float) -> float:
 
 
 def idle_stretches(metrics: ClusterMetrics) -> tuple[tuple[datetime, datetime], ...]:
-    """When every node idled together (a checkpoint): the stretches where the median GPU utilization is under
-    IDLE_UTIL_PERCENT, from its first to its last such sample."""
+    """When every node idled together (a checkpoint): the stretches where the median GPU (or NeuronCore)
+    utilization is under IDLE_UTIL_PERCENT, from its first to its last such sample."""
     utilization: dict[float, list[float]] = {}
     for series in metrics.series:
-        if series.signal is Signal.GPU_UTIL:
+        if series.signal in (Signal.GPU_UTIL, Signal.NEURONCORE_UTIL):
+            scale = 100.0 if series.signal is Signal.NEURONCORE_UTIL else 1.0  # a NeuronCore's is a ratio
             for at, value in zip(series.times, series.values, strict=True):
-                utilization.setdefault(at, []).append(value)
+                utilization.setdefault(at, []).append(scale * value)
     stretches: list[tuple[float, float]] = []
     for at in sorted(utilization):
         if statistics.median(utilization[at]) >= IDLE_UTIL_PERCENT:
@@ -166,6 +183,7 @@ class MetricsCluster:
     nodes: tuple[str, ...]
     simulator: NodeMetricsSimulator
     clock: Callable[[], float]  # Unix seconds
+    instance_type: str = "ml.p5.48xlarge"  # its workers', as moto has them
     exporter: LiveExporter = field(init=False)
 
     def __post_init__(self) -> None:
@@ -177,6 +195,10 @@ class MetricsCluster:
     @property
     def name(self) -> str:
         return self.job.cluster
+
+    @property
+    def trainium(self) -> bool:
+        return self.instance_type.startswith(TRAINIUM_INSTANCE_PREFIXES)
 
     def open_faults(self, at: float) -> list[Injected]:
         return [fault for fault in self.simulator.faults if fault.end is None or fault.end > at]
@@ -213,30 +235,40 @@ class SandboxNodeMetrics:
             nodes, instance_type = running_gpu_workers(org, job.cluster)
             if instance_type is None:
                 self.skipped.append(f"{job.org}/{job.cluster}: no such HyperPod cluster in the embedded AWS")
-            elif not instance_type.startswith(GPU_INSTANCE_PREFIXES):
-                self.skipped.append(
-                    f"{job.org}/{job.cluster}: {instance_type} nodes (Trainium) have no DCGM exporter to simulate"
-                )
+            elif not instance_type.startswith(GPU_INSTANCE_PREFIXES + TRAINIUM_INSTANCE_PREFIXES):
+                self.skipped.append(f"{job.org}/{job.cluster}: {instance_type} nodes have no accelerator to simulate")
             else:
-                self.clusters.append(self._cluster(org, job, nodes))
+                self.clusters.append(self._cluster(org, job, nodes, instance_type))
 
-    def _cluster(self, org: OrgConfig, job: SimulatedJob, nodes: Sequence[str]) -> MetricsCluster:
+    def _cluster(self, org: OrgConfig, job: SimulatedJob, nodes: Sequence[str], instance_type: str) -> MetricsCluster:
         return MetricsCluster(
             org=org,
             job=job,
             nodes=tuple(nodes),
-            simulator=self._simulator(job.cluster, nodes),
+            simulator=self._simulator(job.cluster, nodes, instance_type),
             clock=lambda: self._clock().timestamp(),
+            instance_type=instance_type,
         )
 
-    def _simulator(self, cluster: str, nodes: Sequence[str], *, checkpoints: bool = False) -> NodeMetricsSimulator:
-        return NodeMetricsSimulator(
+    def _simulator(
+        self, cluster: str, nodes: Sequence[str], instance_type: str, *, checkpoints: bool = False
+    ) -> NodeMetricsSimulator:
+        trainium = instance_type.startswith(TRAINIUM_INSTANCE_PREFIXES)
+        hardware: Hardware = P5
+        if trainium:  # trn1.32xlarge has 8 EFA devices, trn1n.32xlarge 16
+            hardware = dataclasses.replace(TRN1, instance_type=instance_type.removeprefix("ml."))
+        simulator = NodeMetricsSimulator(
             cluster=cluster,
             nodes=nodes,
             seed=self._seed,
+            hardware=hardware,
+            gpus_per_node=NEURONCORES_PER_NODE if trainium else GPUS_PER_NODE,
             checkpoint_every=CHECKPOINT_EVERY.total_seconds() if checkpoints else None,
             checkpoint_seconds=CHECKPOINT_PAUSE.total_seconds(),
         )
+        if trainium:
+            simulator.efa_devices = TRN1N_EFA if "trn1n" in instance_type else TRN1_EFA
+        return simulator
 
     # -- what the sandbox composition reads ----------------------------------------------------------------
 
@@ -262,7 +294,7 @@ class SandboxNodeMetrics:
         metrics = []
         with self._lock:
             for cluster in self.clusters:
-                past = self._simulator(cluster.name, cluster.nodes, checkpoints=True)
+                past = self._simulator(cluster.name, cluster.nodes, cluster.instance_type, checkpoints=True)
                 past.faults = list(cluster.simulator.faults)
                 series = past.series(start=self.started.timestamp(), end=until, step=HISTORY_STEP.total_seconds())
                 cluster.job.pauses = idle_stretches(series)
@@ -288,7 +320,7 @@ class SandboxNodeMetrics:
                 ended = [f for f in faults if f.node is not None and f.node not in nodes and f.end is None]
                 kept = [dataclasses.replace(f, end=at.timestamp()) if f in ended else f for f in faults]
                 cluster.nodes = tuple(nodes)
-                cluster.simulator = self._simulator(cluster.name, nodes)
+                cluster.simulator = self._simulator(cluster.name, nodes, cluster.instance_type)
                 cluster.simulator.faults = kept
                 if ended and not cluster.open_faults(at.timestamp()):
                     cluster.job.slowdown = None
@@ -303,17 +335,20 @@ class SandboxNodeMetrics:
         at: datetime | None = None,
         program: ProgramConfig | None = None,
     ) -> Injection:
-        """Press a culprit button: pick a cluster with metrics (of `org_id` if it has one, else any) whose job is
-        healthy, pick its node (and GPU), inject the fault from `at` (now; earlier to backdate it) and slow the
-        job down alike. `program`: the bot's (its thresholds say when the alert will come)."""
+        """Press a culprit button: pick a cluster with metrics of the button's accelerator (of `org_id` if it has
+        one, else any) whose job is healthy, pick its node (and GPU, NeuronCore or Trainium device), inject the
+        fault from `at` (now; earlier to backdate it) and slow the job down alike. `program`: the bot's (its
+        thresholds say when the alert will come)."""
         chosen = BUTTONS.get(button)
         if chosen is None:
             raise ValueError(f"unknown culprit {button!r}: one of {', '.join(BUTTONS)}")
         since = at or self._clock()
         with self._lock:
-            mine = [c for c in self.clusters if c.org.id == org_id] or self.clusters
+            fit = [c for c in self.clusters if chosen.accelerator in ("any", "trainium" if c.trainium else "gpu")]
+            mine = [c for c in fit if c.org.id == org_id] or fit
             if not mine:
-                raise LookupError("no simulated job runs on a GPU cluster with node metrics in this sandbox")
+                kind = {"gpu": "a GPU cluster", "trainium": "a Trainium cluster"}.get(chosen.accelerator, "a cluster")
+                raise LookupError(f"no simulated job runs on {kind} with node metrics in this sandbox")
             free = [
                 c
                 for c in mine
@@ -326,7 +361,14 @@ class SandboxNodeMetrics:
             if not nodes:
                 raise LookupError(f"{cluster.org.id}/{cluster.name} has no Running worker node")
             node = None if chosen.cause is Cause.INPUT else self._rng.choice(nodes)
-            gpu = self._rng.randrange(GPUS_PER_NODE) if chosen.cause is Cause.THERMAL else None
+            units = {"stuck_core": NEURONCORES_PER_NODE, "ecc_uncorrected": TRAINIUM_DEVICES}
+            gpu = (
+                self._rng.randrange(GPUS_PER_NODE)
+                if chosen.cause is Cause.THERMAL
+                else self._rng.randrange(units[chosen.neuron])
+                if chosen.neuron in units
+                else None
+            )
             cluster.simulator.inject(
                 Injected(
                     cause=chosen.cause,
@@ -335,6 +377,7 @@ class SandboxNodeMetrics:
                     end=None,
                     gpu=gpu,
                     severity=severity_for(chosen.cause, chosen.factor),
+                    neuron=chosen.neuron,
                 )
             )
             cluster.job.slowdown = Slowdown(factor=chosen.factor, since=since)

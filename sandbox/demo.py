@@ -108,12 +108,16 @@ def _external_lines(sandbox: Sandbox) -> list[str]:
 def _culprit_line(sandbox: Sandbox) -> str:
     metrics = sandbox.controls.node_metrics
     if metrics is None or sandbox.prometheus_url is None:
-        buttons = "*Throttle a GPU* / *Degrade a node's EFA* / *Slow the data loader*"
+        buttons = (
+            "*Throttle a GPU* / *Degrade a node's EFA* / *Slow the data loader* / *Stick a NeuronCore* / "
+            "*ECC errors on a Trainium device*"
+        )
         return f"• {buttons} need the sandbox's Prometheus: {sandbox.controls.no_metrics}"
     clusters = ", ".join(f"`{c.org.id}/{c.name}`" for c in metrics.clusters)
     return (
-        "• *Throttle a GPU*, *Degrade a node's EFA*, *Slow the data loader* (under Sandbox): a node of "
-        f"{clusters} limps (or every node waits for data) and its job slows down; within a few minutes the "
+        "• *Throttle a GPU*, *Degrade a node's EFA*, *Slow the data loader*, *Stick a NeuronCore*, *ECC errors on "
+        f"a Trainium device* (under Sandbox): a node of {clusters} limps (the last two on Trainium; or every node "
+        "waits for data) and its job slows down; within a few minutes the "
         "throughput alert names the node and the cause, with Replace node on it (for the data loader, the cause "
         "alone); the button says when. "
         f"The node metrics are in a real Prometheus at {sandbox.prometheus_url}"

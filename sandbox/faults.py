@@ -1,8 +1,8 @@
 """Sandbox faults: fail a HyperPod node on request (`POST /sandbox/fail-node`, the console's button),
 so a newcomer sees the node monitor's alert without waiting for real hardware to break; hang, slow or
 recover a simulated training job (`POST /sandbox/job`); and the culprit buttons (`POST /sandbox/culprit`:
-a throttled GPU, a degraded EFA link, a starved data loader, sandbox.culprits), whose node metrics Prometheus
-scrapes at `GET /sandbox/node-metrics`.
+a throttled GPU, a degraded EFA link, a starved data loader, a stuck NeuronCore, ECC errors on a Trainium
+device: sandbox.culprits), whose node metrics Prometheus scrapes at `GET /sandbox/node-metrics`.
 
 Works on moto's in-process backends, as the demo runs moto (sandbox.moto_support)."""
 
@@ -95,7 +95,8 @@ def faults_app(program: ProgramConfig, controls: Controls) -> Any:
         return JSONResponse(failed)
 
     async def culprit(request: Request) -> JSONResponse:
-        """`{"cause": "thermal" | "network" | "input", "org": optional}`: inject it, slow its job down."""
+        """`{"cause": "thermal" | "network" | "input" | "stuck_core" | "ecc", "org": optional}`: inject it (the
+        last two on a Trainium cluster), slow its job down."""
         data = await _json_object(request)
         if controls.node_metrics is None:
             return JSONResponse({"error": f"no node metrics: {controls.no_metrics}"}, status_code=404)

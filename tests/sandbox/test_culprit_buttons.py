@@ -22,7 +22,7 @@ import pytest
 
 from bot.node_metrics.series import Cause, Signal
 from sandbox import prometheus
-from sandbox.culprits import BUTTONS, SCRAPE_PATH, SandboxNodeMetrics, running_gpu_workers
+from sandbox.culprits import BUTTONS, SCRAPE_PATH, MetricsCluster, SandboxNodeMetrics, running_gpu_workers
 from sandbox.moto_support import hyperpod_progress, reset_moto_server
 from sandbox.slack import Message
 from sandbox.training import TrainingSimulator, sandbox_jobs
@@ -33,7 +33,9 @@ from tests.waiting import wait_for
 
 ALICE = "U0ALICE01"
 KUMO = "C0KUMOLAB"
+SAKURA = "C0SAKURA1"
 TRAIN, JOB = "kumo-p5-train", "llama-70b-pretrain"
+TRN1, TRN1_JOB = "sakura-trn1-pretrain", "mixtral-8x7b"
 # Enough for the culprit's healthy hour before a fault backdated by a quarter of an hour, and short enough
 # for promtool to write quickly (32 nodes x 8 GPUs).
 HISTORY = timedelta(hours=1, minutes=30)
@@ -151,7 +153,7 @@ async def test_a_limping_node_is_named_in_the_throughput_alert_and_replace_node_
         assert injected.node not in kumo_workers(seeded_aws)
         # The node left with its fault: its job runs at its healthy rate again, and its successor is healthy.
         metrics.refresh()
-        (cluster,) = metrics.clusters
+        cluster = of(metrics, TRAIN)
         assert cluster.job.slowdown is None and injected.node not in cluster.nodes
 
 
@@ -172,9 +174,14 @@ async def test_a_starved_data_loader_is_told_as_input_on_every_node_with_no_node
         assert top_level(world, KUMO, "faulty") == [], "every node waits alike: no node is faulty"
 
 
+def of(metrics: SandboxNodeMetrics, name: str) -> MetricsCluster:
+    (cluster,) = [c for c in metrics.clusters if c.name == name]
+    return cluster
+
+
 def scraped(text: str, signal: Signal, node: str, device: str) -> float:
-    label = f'gpu="{device}"' if not signal.is_counter else f'device="{device}"'
-    (line,) = [ln for ln in text.splitlines() if ln.startswith(signal.value + "{") and node in ln and label in ln]
+    label = f'{signal.device_label}="{device}"'
+    (line,) = [ln for ln in text.splitlines() if ln.startswith(signal.metric + "{") and node in ln and label in ln]
     return float(line.rsplit(" ", 1)[1])
 
 
@@ -189,10 +196,12 @@ async def test_the_buttons_over_http_inject_what_prometheus_then_scrapes_and_rec
         assert pressed.status_code == 200, pressed.text
         answer = pressed.json()
         node, gpu = answer["node"], str(answer["gpu"])
-        # sakura-ai's cluster is Trainium (no DCGM): the button falls back to the one cluster with metrics.
+        # sakura-ai's cluster is Trainium (no GPU to throttle): the button falls back to the GPU cluster.
         assert (answer["org"], answer["cluster"], answer["cause"]) == ("kumo-labs", TRAIN, "thermal")
         assert node in answer["message"] and "minutes" in answer["message"], answer["message"]
-        again = await http.post("/sandbox/culprit", json={"cause": "network"})
+        other = await http.post("/sandbox/culprit", json={"cause": "network"})
+        assert other.status_code == 200 and other.json()["cluster"] == TRN1, "the other cluster was free"
+        again = await http.post("/sandbox/culprit", json={"cause": "input"})
         assert again.status_code == 409 and "recover" in again.json()["error"]
 
         live = (await http.get(SCRAPE_PATH)).text
@@ -210,7 +219,8 @@ async def test_the_buttons_over_http_inject_what_prometheus_then_scrapes_and_rec
                 pytest.fail(f"Prometheus never scraped the throttled clock: {result}")
 
         recovered = await http.post("/sandbox/job", json={"mode": "healthy"})
-        assert recovered.status_code == 200 and recovered.json()["node_metrics_recovered"] == [f"kumo-labs/{TRAIN}"]
+        assert recovered.status_code == 200
+        assert recovered.json()["node_metrics_recovered"] == [f"kumo-labs/{TRAIN}", f"sakura-ai/{TRN1}"]
         assert all(cluster.job.slowdown is None for cluster in metrics.clusters)
         assert scraped((await http.get(SCRAPE_PATH)).text, Signal.SM_CLOCK, node, gpu) > 0.9 * 1980
 
@@ -234,7 +244,7 @@ async def test_the_history_pauses_the_job_exactly_while_its_nodes_idle_at_a_chec
     metrics = node_metrics_of(seeded_aws, seed=11)
     async with world_with(metrics) as world, httpx.AsyncClient(base_url=world.prometheus_url or "", timeout=10) as prom:
         await started(world, metrics)
-        (cluster,) = metrics.clusters
+        cluster = of(metrics, TRAIN)
         pauses = cluster.job.pauses or ()
         assert len(pauses) >= 2, "a checkpoint every half hour over an hour and a half"
         rows = await world.pitcrew.services.throughput.samples(
@@ -252,7 +262,7 @@ async def test_the_history_pauses_the_job_exactly_while_its_nodes_idle_at_a_chec
                 assert before and start - before[-1] <= timedelta(seconds=31), "the job ran up to the checkpoint"
                 checks.append((start.timestamp() - 300, False))
             for when, idle in checks:
-                query = {"query": f"avg({Signal.GPU_UTIL.value})", "time": when}
+                query = {"query": f'avg({Signal.GPU_UTIL.value}{{cluster="{TRAIN}"}})', "time": when}
 
                 async def utilization_at(query: dict[str, Any] = query) -> float | None:
                     result = (await prom.get("/api/v1/query", params=query)).json()["data"]["result"]
@@ -262,13 +272,49 @@ async def test_the_history_pauses_the_job_exactly_while_its_nodes_idle_at_a_chec
                 assert (utilization < 10) is idle, (when, utilization)
 
 
-async def test_a_sandbox_whose_jobs_run_on_trainium_only_has_no_node_metrics_and_says_why(
+async def test_a_sandbox_whose_jobs_run_on_trainium_only_has_neuron_metrics_and_no_gpu_to_throttle(
     seeded_aws: SeededAws, world_with: Callable[..., Any]
 ) -> None:
     trainium = [job for job in sandbox_jobs() if "trn1" in job.cluster]
     metrics = SandboxNodeMetrics(program=seeded_aws.program, jobs=trainium, history=HISTORY)
-    assert trainium and metrics.clusters == []
-    async with world_with(metrics) as world, httpx.AsyncClient(timeout=10) as http:
-        assert world.prometheus_url is None
-        pressed = await http.post(f"{world.world_url}/sandbox/culprit", json={"cause": "network"})
-        assert pressed.status_code == 404 and "Trainium" in pressed.json()["error"], pressed.text
+    assert [c.name for c in metrics.clusters] == [TRN1] and metrics.clusters[0].trainium
+    async with world_with(metrics) as world, httpx.AsyncClient(base_url=world.world_url, timeout=10) as http:
+        assert world.prometheus_url is not None
+        pressed = await http.post("/sandbox/culprit", json={"cause": "thermal"})
+        assert pressed.status_code == 404 and "GPU cluster" in pressed.json()["error"], pressed.text
+        live = (await http.get(SCRAPE_PATH)).text
+        assert "neuroncore_utilization_ratio{" in live and "DCGM_FI" not in live
+        assert 'neuron_hardware_info{cluster="sakura-trn1-pretrain"' in live and 'neuron_device_count="16"' in live
+        assert 'event_type="mem_ecc_uncorrected"' in live and "node_amazonefa_rx_bytes{" in live
+
+
+@pytest.mark.parametrize(
+    ("button", "cause", "evidence"),
+    [
+        ("stuck_core", Cause.GPU, "stuck at 0 % utilization, its node's other NeuronCores at"),
+        ("ecc", Cause.GPU_MEMORY, "uncorrected HBM ECC errors on Trainium device"),
+    ],
+)
+async def test_a_trainium_culprit_button_is_named_in_the_throughput_alert_in_neuron_words(
+    button: str, cause: Cause, evidence: str, seeded_aws: SeededAws, world_with: Callable[..., Any]
+) -> None:
+    """ "Stick a NeuronCore" and "ECC errors on a Trainium device": the Trn1 job's alert in sakura-ai's channel
+    names the node and the cause, in words of NeuronCores and Trainium devices, with Replace node on it."""
+    metrics = node_metrics_of(seeded_aws, seed=len(button))
+    injected = metrics.inject(button, org_id="sakura-ai", at=utcnow() - BACKDATED)
+    assert (injected.cluster, injected.cause) == (TRN1, cause) and injected.node in of(metrics, TRN1).nodes
+    async with world_with(metrics) as world:
+        await started(world, metrics)
+        await world.pitcrew.services.throughput.check()
+        await world.pitcrew.services.drain()
+        (alert,) = top_level(world, SAKURA, TRN1_JOB)
+        text = body(alert)
+        assert f"Likely culprit: `{injected.node}`" in text and f"({cause.value})" in text, text
+        assert evidence in text and "GPU" not in text.split("Likely culprit")[1], text
+        if button == "stuck_core":
+            assert f"NeuronCore {injected.gpu} (Trainium device {(injected.gpu or 0) // 2})" in text, text
+        else:
+            assert f"Trainium device {injected.gpu}" in text, text
+        assert {"alert_replace", "alert_reboot"} <= actions(alert)
+        assert top_level(world, SAKURA, "aulty node") == [], "the job's alert names the node: one alert about it"
+        assert top_level(world, KUMO, JOB) == [], "the GPU cluster's job is healthy"
