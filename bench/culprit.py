@@ -50,7 +50,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -61,11 +61,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot.node_metrics.culprit import FAULT_WINDOW, HEALTHY_BEFORE, assess_nodes, faulty_episodes, find_culprit
 from bot.node_metrics.series import Cause, ClusterMetrics, FaultEpisode, Signal
-from sandbox.node_metrics import Gap, Hardware, Injected, NodeMetricsSimulator, Replacement
+from sandbox.node_metrics import NEURON_FAULTS, TRN1, Gap, Hardware, Injected, NodeMetricsSimulator, Replacement
 
 DAY = 86400.0
 T0 = datetime(2026, 11, 2, tzinfo=UTC).timestamp()
 CAUSES = (Cause.GPU, Cause.GPU_MEMORY, Cause.THERMAL, Cause.NETWORK, Cause.INPUT)
+# Trainium has no thermal (Trn1 reports no temperature or clock): a second device fault in its place.
+TRAINIUM_CAUSES = (Cause.GPU, Cause.GPU_MEMORY, Cause.GPU, Cause.NETWORK, Cause.INPUT)
+UTILIZATION = (Signal.GPU_UTIL, Signal.NEURONCORE_UTIL)  # the naive peer's signal, in % (NeuronCores x 100)
 MINDER = {"precision": 0.904, "f1": 0.893, "seconds": 3.6}  # NSDI'25, ByteDance's production figures
 
 
@@ -80,6 +83,7 @@ class Episode:
     cause: Cause | None
     label: str  # e.g. "thermal s=0.42", "decoy: gap"
     severity: float = 1.0
+    accelerator: str = "gpu"  # or "trainium"
 
 
 @dataclass
@@ -90,6 +94,7 @@ class ClusterDay:
     step: float
     faults: list[Injected]
     episodes: list[Episode] = field(default_factory=list)
+    accelerator: str = "gpu"
 
 
 # -- the generators -----------------------------------------------------------------------------------------
@@ -100,7 +105,16 @@ def _instance(rng: random.Random) -> str:
 
 
 def _fault(
-    cause: Cause, node: str, start: float, end: float, gpus: int, devices: int, severity: float, rng: random.Random
+    cause: Cause,
+    node: str,
+    start: float,
+    end: float,
+    gpus: int,
+    devices: int,
+    severity: float,
+    rng: random.Random,
+    *,
+    trainium: bool = False,
 ) -> Injected:
     """One fault of `cause`, in one of its shapes: XID 79 (a third of them taking the node's whole DCGM
     exporter down), 74 or a dead GPU without XID; one of the memory XIDs (a third shown for 30-120 s only);
@@ -108,6 +122,23 @@ def _fault(
     several devices) one device's degraded EFA."""
     if cause is Cause.INPUT:
         return Injected(cause=cause, node=None, start=start, end=end, severity=severity)
+    if trainium and cause in NEURON_FAULTS:
+        # Trainium: a stuck NeuronCore, a missing device, hardware execution errors; uncorrected ECC (HBM or
+        # SRAM, a third of them for 30-120 s only) or a rising corrected-ECC rate.
+        shape = rng.choice(NEURON_FAULTS[cause])
+        shown = rng.uniform(30, 120) if shape == "ecc_uncorrected" and rng.random() < 0.33 else None
+        unit = rng.randrange(gpus) if shape == "stuck_core" else rng.randrange(max(gpus // TRN1.cores_per_device, 1))
+        return Injected(
+            cause=cause,
+            node=node,
+            start=start,
+            end=end,
+            gpu=unit,
+            severity=severity,
+            neuron=shape,
+            sram=rng.random() < 0.4,
+            xid_seconds=shown,
+        )
     if cause is Cause.GPU:
         xid = rng.choice([79, 74, 0])
         lost = xid == 79 and rng.random() < 0.33
@@ -184,20 +215,24 @@ def _day(
     )
     # Five faults, one of each cause, 1.5-3 hours apart (room for decoy episodes), on nodes not replaced.
     stable = [n for n in names if n not in {r.old for r in replaced}]
-    order = list(CAUSES)
+    trainium = hardware.trainium
+    order = list(TRAINIUM_CAUSES if trainium else CAUSES)
     rng.shuffle(order)
-    day = ClusterDay(sim=sim, start=start, end=end, step=step, faults=[])
+    day = ClusterDay(sim=sim, start=start, end=end, step=step, faults=[], accelerator=accelerator(hardware))
     t = start + 1.5 * 3600
     for cause in order:
         length = rng.uniform(20, 90) * 60
-        fault = _fault(cause, rng.choice(stable), t, t + length, gpus, devices, rng.uniform(*severity), rng)
+        fault = _fault(
+            cause, rng.choice(stable), t, t + length, gpus, devices, rng.uniform(*severity), rng, trainium=trainium
+        )
         sim.inject(fault)
         day.faults.append(fault)
         t += length + rng.uniform(90, 180) * 60
     for fault in day.faults:
         ep_start = fault.start + rng.uniform(-120, 120)
         ep_end = min(fault.start + rng.uniform(300, 1200), (fault.end or end) - 30)
-        label = f"{fault.cause.value}" + (f" xid {fault.xid}" if fault.xid is not None else "")
+        label = f"{fault.cause.value}" + (f" {fault.neuron}" if fault.neuron else "") + (" sram" if fault.sram else "")
+        label += f" xid {fault.xid}" if fault.xid is not None else ""
         label += " (DCGM lost)" if fault.dcgm_lost else ""
         label += f" (device {fault.device})" if fault.device is not None else ""
         label += f" (duty {fault.duty:.2f})" if fault.duty < 1 else ""
@@ -225,7 +260,20 @@ def _episode(
     def metrics() -> ClusterMetrics:
         return day.sim.series(start=healthy, end=end, step=30.0)
 
-    return Episode(metrics_of=metrics, start=start, end=end, node=node, cause=cause, label=label, severity=severity)
+    return Episode(
+        metrics_of=metrics,
+        start=start,
+        end=end,
+        node=node,
+        cause=cause,
+        label=label,
+        severity=severity,
+        accelerator=day.accelerator,
+    )
+
+
+def accelerator(hardware: Hardware) -> str:
+    return "trainium" if hardware.trainium else "gpu"
 
 
 def main_days(seed: int, count: int) -> list[ClusterDay]:
@@ -250,6 +298,73 @@ def main_days(seed: int, count: int) -> list[ClusterDay]:
         )
         for k in range(count)
     ]
+
+
+def main_trainium_days(seed: int, count: int) -> list[ClusterDay]:
+    """The main generator's Trn1 cluster-days: as its P5 ones, on trn1.32xlarge (8 EFA devices) or trn1n.32xlarge
+    (16) nodes of 32 NeuronCores (16 Trainium devices of 2)."""
+    rng = random.Random(seed + 104729)
+    days = []
+    for k in range(count):
+        trn1n = rng.random() < 0.5
+        hardware = replace(TRN1, instance_type="trn1n.32xlarge") if trn1n else TRN1
+        days.append(
+            _day(
+                rng,
+                seed=seed * 1000 + 200 + k,
+                nodes=rng.randint(16, 32),
+                gpus=32,
+                devices=16 if trn1n else 8,
+                hardware=hardware,
+                step=30.0,
+                severity=(0.5, 1.0),
+                noise=rng.uniform(0.7, 1.3),
+                spread=rng.uniform(0.7, 1.3),
+                checkpoint=(30, 90),
+                evaluation=(4, 8),
+                jitter=rng.uniform(3, 15),
+                gaps=rng.randint(3, 8),
+                replacements=rng.randint(1, 2),
+            )
+        )
+    return days
+
+
+def shifted_trainium_days(seed: int, count: int) -> list[ClusterDay]:
+    """The shifted generator's Trn1 cluster-days: 4-40 nodes, NeuronCores at 55-95 % when training, EFA at
+    3-11 GB/s per device, 30- or 60-second steps, severities 0.15-1, noise and spread x0.3-3."""
+    rng = random.Random(seed + 15485863)
+    days = []
+    for k in range(count):
+        trn1n = rng.random() < 0.5
+        hardware = replace(
+            TRN1,
+            instance_type="trn1n.32xlarge" if trn1n else "trn1.32xlarge",
+            util_percent=rng.uniform(55, 95),
+            efa_bytes_per_s=rng.uniform(3e9, 11e9),
+            retrans_per_s=rng.uniform(0.1, 1.5),
+            executions_per_s=rng.uniform(1, 10),
+        )
+        days.append(
+            _day(
+                rng,
+                seed=seed * 1000 + 700 + k,
+                nodes=rng.randint(4, 40),
+                gpus=32,
+                devices=16 if trn1n else 8,
+                hardware=hardware,
+                step=rng.choice([30.0, 60.0]),
+                severity=(0.15, 1.0),
+                noise=rng.uniform(0.3, 3.0),
+                spread=rng.uniform(0.3, 3.0),
+                checkpoint=(15, 120),
+                evaluation=(2, 10),
+                jitter=rng.uniform(0, 45),
+                gaps=rng.randint(5, 15),
+                replacements=rng.randint(0, 3),
+            )
+        )
+    return days
 
 
 HARDWARE = (
@@ -323,7 +438,7 @@ def shifted_days(seed: int, count: int) -> list[ClusterDay]:
 def _util_by_node(metrics: ClusterMetrics, start: float, end: float) -> dict[str, float]:
     values: dict[str, list[float]] = {}
     for s in metrics.series:
-        if s.signal is Signal.GPU_UTIL:
+        if s.signal in UTILIZATION:
             values.setdefault(s.node, []).extend(v for t, v in zip(s.times, s.values, strict=True) if start <= t <= end)
     return {node: float(np.median(v)) for node, v in values.items() if v}
 
@@ -338,7 +453,7 @@ def naive_episodes(
 ) -> list[FaultEpisode]:
     per_node: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for s in metrics.series:
-        if s.signal is Signal.GPU_UTIL:
+        if s.signal in UTILIZATION:
             times, values = per_node.get(s.node, (np.array([]), np.array([])))
             per_node[s.node] = (np.concatenate([times, s.times]), np.concatenate([values, s.values]))
     start, end = metrics.start.timestamp(), metrics.end.timestamp()
@@ -383,6 +498,7 @@ class Scores:
     naive_decoys_blamed: int = 0
     by_label: Counter[str] = field(default_factory=Counter)
     right_by_label: Counter[str] = field(default_factory=Counter)
+    cause_by_label: Counter[str] = field(default_factory=Counter)  # the cause right, whatever the node
     misses: list[str] = field(default_factory=list)
     tp: int = 0
     fp: int = 0
@@ -429,6 +545,7 @@ def score_episodes(days: Sequence[ClusterDay], scores: Scores) -> None:
             scores.cause_right += right_cause
             base = ep.cause.value
             scores.by_label[base] += 1
+            scores.cause_by_label[base] += right_cause
             if ep.node is not None:
                 scores.node_faults += 1
                 top = bool(verdict.suspects) and verdict.suspects[0] == ep.node
@@ -530,6 +647,10 @@ def report(name: str, s: Scores, per_day: float, days: int) -> None:
     print(f"cause                            Pitcrew {_pct(s.cause_right, s.causes)}   naive 0.0 % (always unknown)")
     _row("decoy episodes blaming a node", _pct(s.decoys_blamed, s.decoys), _pct(s.naive_decoys_blamed, s.decoys))
     print(
+        "cause right, per cause: "
+        + ", ".join(f"{c} {_pct(s.cause_by_label[c], s.by_label[c])}" for c in sorted(s.by_label))
+    )
+    print(
         "right node and cause, per cause: "
         + ", ".join(f"{c} {_pct(s.right_by_label[c], s.by_label[c])}" for c in sorted(s.by_label))
     )
@@ -554,6 +675,22 @@ def report(name: str, s: Scores, per_day: float, days: int) -> None:
         print("    miss: " + miss)
     if len(s.misses) > 12:
         print(f"    ... and {len(s.misses) - 12} more")
+    SUMMARY.append((name, s))
+
+
+SUMMARY: list[tuple[str, Scores]] = []  # every report's scores, for the table at the end
+
+
+def summary() -> None:
+    """One line per generator and accelerator: what docs/benchmarks.md quotes."""
+    print("\n== summary: top-1 / cause / faulty_node P, R (naive: top-1, P, R) ==")
+    for name, s in SUMMARY:
+        print(
+            f"{name:<28} top-1 {_pct(s.top1, s.node_faults):<18} cause {_pct(s.cause_right, s.causes):<18} "
+            f"P {_ratio(s.tp, s.tp + s.fp)} R {_ratio(s.found, s.injected)} · naive top-1 "
+            f"{_pct(s.naive_top1, s.node_faults)}, P {_ratio(s.naive_tp, s.naive_tp + s.naive_fp)} "
+            f"R {_ratio(s.naive_found, s.injected)}"
+        )
 
 
 def timing(runs: int = 20) -> None:
@@ -586,23 +723,29 @@ def timing(runs: int = 20) -> None:
     print(f"assess_nodes, the same cluster, 10-minute window: median {statistics.median(live) * 1000:.1f} ms")
 
 
-def _heldout() -> Any | None:
-    path = Path(__file__).resolve().parent / "culprit_heldout.py"
+def _external(filename: str) -> Any | None:
+    """Another author's generator beside this file (bench/culprit_heldout.py, bench/culprit_third.py), if there."""
+    path = Path(__file__).resolve().parent / filename
     if not path.exists():
         return None
-    spec = importlib.util.spec_from_file_location("culprit_heldout", path)
+    name = path.stem
+    spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         return None
     module = importlib.util.module_from_spec(spec)
-    sys.modules["culprit_heldout"] = module
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--days", type=int, default=10, help="cluster-days of the main generator")
-    parser.add_argument("--shifted-days", type=int, default=10, help="cluster-days of the shifted generator")
+    parser.add_argument("--days", type=int, default=10, help="GPU cluster-days of the main generator")
+    parser.add_argument("--shifted-days", type=int, default=10, help="GPU cluster-days of the shifted generator")
+    parser.add_argument("--trn-days", type=int, default=6, help="Trainium cluster-days of the main generator")
+    parser.add_argument("--shifted-trn-days", type=int, default=6, help="Trainium cluster-days, shifted")
+    parser.add_argument("--third-seed", type=int, default=1, help="the third generator's draw")
+    parser.add_argument("--no-third", action="store_true")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--heldout-seed", type=int, default=1)
     parser.add_argument("--no-heldout", action="store_true")
@@ -613,26 +756,52 @@ def main() -> None:
     )
     began = time.perf_counter()
     timing()
-    for name, days in (
-        ("main", main_days(args.seed, args.days)),
-        ("shifted", shifted_days(args.seed, args.shifted_days)),
+    for name, make, count in (
+        ("main · gpu", main_days, args.days),
+        ("main · trainium", main_trainium_days, args.trn_days),
+        ("shifted · gpu", shifted_days, args.shifted_days),
+        ("shifted · trainium", shifted_trainium_days, args.shifted_trn_days),
     ):
+        days = make(args.seed, count)
         if not days:
             continue
         scores = Scores()
         score_episodes(days, scores)
         per_day = score_faulty(days, scores)
         report(name, scores, per_day, len(days))
-    heldout = None if args.no_heldout else _heldout()
+    heldout = None if args.no_heldout else _external("culprit_heldout.py")
     if heldout is not None:
         run_heldout(heldout, args.heldout_seed)
+    third = None if args.no_third else _external("culprit_third.py")
+    if third is not None:
+        run_heldout(third, args.third_seed, name="third")
+    summary()
     print(f"\nbench took {time.perf_counter() - began:.0f} s")
 
 
-def run_heldout(module: Any, seed: int) -> None:
-    """The held-out generator's cases (one episode each) and timelines (faulty nodes over hours), scored as above."""
-    cases = module.heldout_cases(seed)
+def run_heldout(module: Any, seed: int, *, name: str = "held-out") -> None:
+    """Another generator's cases (one episode each) and timelines (faulty nodes over hours), scored as above,
+    per accelerator (a case's `accelerator`, "gpu" when it has none)."""
+    make_cases = getattr(module, "third_cases", None) or module.heldout_cases
+    make_timelines = getattr(module, "third_timelines", None) or getattr(module, "heldout_timelines", None)
+    cases = make_cases(seed)
+    by_accelerator: dict[str, list[Any]] = {}
+    for case in cases:
+        by_accelerator.setdefault(getattr(case, "accelerator", "gpu"), []).append(case)
+    timelines = make_timelines(seed) if make_timelines is not None else []
+    timelines_by: dict[str, list[Any]] = {}
+    for timeline in timelines:
+        timelines_by.setdefault(getattr(timeline, "accelerator", "gpu"), []).append(timeline)
+    for accelerator in sorted(set(by_accelerator) | set(timelines_by)):
+        s = _score_cases(by_accelerator.get(accelerator, []), f"{name} · {accelerator}", seed)
+        _score_timelines(timelines_by.get(accelerator, []), s, f"{name} · {accelerator}")
+        SUMMARY.append((f"{name} · {accelerator}", s))
+
+
+def _score_cases(cases: Sequence[Any], title: str, seed: int) -> Scores:
     s = Scores()
+    if not cases:
+        return s
     scenario_total: Counter[str] = Counter()
     scenario_right: Counter[str] = Counter()
     took = []
@@ -651,6 +820,8 @@ def run_heldout(module: Any, seed: int) -> None:
         s.causes += 1
         right_cause = verdict.cause is case.cause
         s.cause_right += right_cause
+        s.by_label[case.cause.value] += 1
+        s.cause_by_label[case.cause.value] += right_cause
         if case.suspect is not None:
             s.node_faults += 1
             top = bool(verdict.suspects) and verdict.suspects[0] == case.suspect
@@ -662,13 +833,14 @@ def run_heldout(module: Any, seed: int) -> None:
             s.decoys_blamed += bool(verdict.suspects)
             s.naive_decoys_blamed += naive is not None
             right = right_cause and not verdict.suspects
+        s.right_by_label[case.cause.value] += right
         scenario_right[scenario] += right
         if not right:
             s.misses.append(
                 f"{case.name}: want {case.cause.value} {case.suspect}, got {verdict.cause.value} "
                 f"{verdict.suspects[:1]} ({verdict.evidence})"
             )
-    print(f"\n== held-out (bench/culprit_heldout.py, seed {seed}): {len(cases)} episodes ==")
+    print(f"\n== {title} (seed {seed}): {len(cases)} episodes ==")
     _row("top-1 suspect (node faults)", _pct(s.top1, s.node_faults), _pct(s.naive_top1, s.node_faults))
     print(
         f"cause                            Pitcrew {_pct(s.cause_right, s.causes)}   naive "
@@ -679,20 +851,24 @@ def run_heldout(module: Any, seed: int) -> None:
         f"{_pct(s.naive_decoys_blamed, s.decoys)}"
     )
     print(
+        "cause right, per cause: "
+        + ", ".join(f"{c} {_pct(s.cause_by_label[c], s.by_label[c])}" for c in sorted(s.by_label))
+    )
+    print(
         "right node and cause, per scenario: "
         + ", ".join(f"{k} {scenario_right[k]}/{scenario_total[k]}" for k in sorted(scenario_total))
     )
-    print(
-        f"find_culprit per held-out episode: median {statistics.median(took) * 1000:.0f} ms, "
-        f"max {max(took) * 1000:.0f} ms"
-    )
+    print(f"find_culprit per episode: median {statistics.median(took) * 1000:.0f} ms, max {max(took) * 1000:.0f} ms")
     for miss in s.misses[:40]:
         print("    miss: " + miss)
-    timelines = module.heldout_timelines(seed) if hasattr(module, "heldout_timelines") else []
+    return s
+
+
+def _score_timelines(timelines: Sequence[Any], s: Scores, title: str) -> None:
     if not timelines:
         return
     window = FAULT_WINDOW.total_seconds()
-    t_scores = Scores()
+    misses: list[str] = []
     for timeline in timelines:
         faults = [
             Injected(cause=cause, node=node, start=start.timestamp(), end=None if end is None else end.timestamp())
@@ -700,16 +876,16 @@ def run_heldout(module: Any, seed: int) -> None:
         ]
         episodes = faulty_episodes(timeline.metrics)
         tp, fp, delays, found, _, cause_right = _match(episodes, faults, window)
-        t_scores.tp += tp
-        t_scores.fp += fp
-        t_scores.found += found
-        t_scores.delays += delays
-        t_scores.episode_cause_right += cause_right
-        t_scores.injected += len(faults)
+        s.tp += tp
+        s.fp += fp
+        s.found += found
+        s.delays += delays
+        s.episode_cause_right += cause_right
+        s.injected += len(faults)
         for e in episodes:
             d = e.detected_at.timestamp()
             if not any(f.node == e.node and f.start <= d <= (f.end or np.inf) + window for f in faults):
-                t_scores.misses.append(
+                misses.append(
                     f"{timeline.name}: false {e.node} {e.cause.value} at {e.detected_at:%H:%M} ({e.evidence})"
                 )
         for f in faults:
@@ -717,14 +893,13 @@ def run_heldout(module: Any, seed: int) -> None:
                 e.node == f.node and f.start <= e.detected_at.timestamp() <= (f.end or np.inf) + window
                 for e in episodes
             ):
-                t_scores.misses.append(f"{timeline.name}: missed {f.node} {f.cause.value} from {_dt(f.start):%H:%M}")
+                misses.append(f"{timeline.name}: missed {f.node} {f.cause.value} from {_dt(f.start):%H:%M}")
         ntp, nfp, ndelays, nfound, _, _ = _match(naive_episodes(timeline.metrics), faults, window)
-        t_scores.naive_tp += ntp
-        t_scores.naive_fp += nfp
-        t_scores.naive_found += nfound
-        t_scores.naive_delays += ndelays
-    s = t_scores
-    print(f"\n== held-out timelines: {len(timelines)}, {s.injected} true faulty nodes ==")
+        s.naive_tp += ntp
+        s.naive_fp += nfp
+        s.naive_found += nfound
+        s.naive_delays += ndelays
+    print(f"\n== {title} timelines: {len(timelines)}, {s.injected} true faulty nodes ==")
     print(
         f"faulty_node  Pitcrew precision {_ratio(s.tp, s.tp + s.fp)} recall {_ratio(s.found, s.injected)} "
         f"F1 {_f1(s.tp, s.fp, s.found, s.injected)} (tp {s.tp}, fp {s.fp}); cause right "
@@ -735,7 +910,7 @@ def run_heldout(module: Any, seed: int) -> None:
         f"{_ratio(s.naive_found, s.injected)} F1 {_f1(s.naive_tp, s.naive_fp, s.naive_found, s.injected)} "
         f"(tp {s.naive_tp}, fp {s.naive_fp})"
     )
-    for miss in s.misses[:30]:
+    for miss in misses[:30]:
         print("    " + miss)
 
 
