@@ -30,7 +30,8 @@ What a node shows, per step:
   in use only;
 - `gpu_memory`: an XID 48, 63, 64, 94 or 95 (ECC, row remapping); other XIDs (13, 31, 43, ...) are the
   application's and blame no node. On Trainium: uncorrected ECC events (HBM or SRAM) on a device, or one
-  device's corrected events above 0.02/s and 5 times its peers' mean device (rising against its peers);
+  device's corrected events rising against its peers: 5 or more over the last 10 minutes, at 5 times its
+  peers' mean device (a lone event, or a healthy device's few an hour, is none);
 - `thermal`: a working GPU's SM clock below 0.9 of its peers' median clock (in an episode, also below 0.95
   of it when its median ratio to its peers fell as far against the healthy window); or below 0.9 *with heat*
   (8 °C or more above its peers), whatever its own utilization or its node's, while its peers work: a
@@ -48,9 +49,12 @@ and over 4 judged steps at least (a verdict needs enough of them: a healthy node
 throttle with heat that came back, two bursts or more, over a fifth), or hard evidence (an XID, a missing
 device, hardware errors, uncorrected ECC: a discrete event, one sample is enough, and one in the 5 minutes
 before the episode's start counts, since the throughput episode starts after its trigger). What was already
-there through the healthy window (over half of the steps it could show on, before those 5 minutes) and is no
-worse now is no suspect: the job ran at its healthy rate with it (an XID 48 from hours before, a GPU binned
-low, a device with a steady trickle of corrected ECC). Most likely first: a GPU or Trainium device fault,
+there through the healthy window (over half of the steps it could show on before those 5 minutes, and over
+half of its first quarter: it predates the window) and is no worse now is no suspect: the job ran at its
+healthy rate with it (an XID 48 from hours before, a GPU binned low, a device with a steady trickle of
+corrected ECC); what began inside the window (a fan dying over the last 40 minutes) is still new. A hang
+another node's own evidence explains (its XID, its GPU gone or dead) is not blamed on a node whose DCGM
+exporter went dark with it. Most likely first: a GPU or Trainium device fault,
 then memory, then thermal, then network; a node showing an error code (an XID, an ECC event) is blamed on
 the code, whatever followed it (a memory XID whose GPU then vanished or idled is `gpu_memory`, as its number
 says; uncorrected ECC followed by hardware execution errors likewise). A node with no settled sample in the
@@ -123,9 +127,10 @@ EFA_VERY_LOW = 0.5
 RETRANS_FLOOR = 10.0  # retransmits per second per device that count as "up", and 5 x the peers'
 RETRANS_TIMES = 5.0
 HARDWARE_ERROR_RATE = 1e-6  # hardware execution errors per second: any at all
-ECC_FLOOR = 0.02  # corrected ECC events/s of one Trainium device that count as "up" (72 an hour) ... (a lone event
-# read over two scrapes a minute apart is 1/60 s: under it)
-ECC_TIMES = 5.0  # ... and this many times its peers' mean device
+ECC_FLOOR = 0.005  # corrected ECC events/s of one Trainium device that count as "up" (18 an hour) ...
+ECC_TIMES = 5.0  # ... and this many times its peers' mean device ...
+ECC_EVENTS = 5.0  # ... with this many events on it over the last ECC_SPAN (a lone event, read by rate() over two
+ECC_SPAN = timedelta(minutes=10)  # scrapes a minute apart, is 1/60 s for minutes; a healthy device has a few an hour)
 ECC_RISE = 2.0  # a corrected-ECC rate that has doubled against the node's own healthy window is new
 INPUT_DROP = 0.85  # utilization against the healthy window below which every node "waits"
 PERSISTENT = 1 / 3  # share of an episode's judged steps (a healthy node shows next to none)
@@ -491,6 +496,14 @@ def _steps(grid: _Grid) -> _Steps:
     dead = (util <= DEAD_UTIL) & (power <= DEAD_POWER_SHARE * node_power[..., None]) & node_busy[..., None]
     flags["gpu_dead"] = np.asarray(dead.any(axis=2))
     which["gpu_dead"] = np.where(flags["gpu_dead"], np.argmax(dead, axis=2), -1)
+    # A hang that another node's own evidence explains (its XID, its GPU gone or dead, since the hang began or
+    # within HANG_LEAD before) is not a dark node's doing: its exporter gap that began with it is a coincidence.
+    own = flags["xid_gpu"] | flags["xid_memory"] | flags["gpu_gone"] | flags["gpu_dead"]
+    others = (own.sum(axis=1, keepdims=True) - own) > 0
+    seen = np.concatenate([np.zeros((1, n)), np.cumsum(others, axis=0)])
+    since = np.maximum(hung_since - lead, 0)
+    explained = (seen[1:] - np.take_along_axis(seen, since, axis=0)) > 0
+    flags["gpu_dark"] &= ~explained
 
     # Trainium. A NeuronCore stuck at zero while its node's other cores work (Trn1 has no power to tell an
     # idle core from a dead one, and needs none: a core in use at zero while its siblings work is stuck).
@@ -516,15 +529,19 @@ def _steps(grid: _Grid) -> _Steps:
     flags["ecc_uncorrected"] = np.asarray(uncorrected.any(axis=2))
     which["ecc_uncorrected"] = np.where(flags["ecc_uncorrected"], np.argmax(uncorrected, axis=2), -1)
     # Corrected ECC rising against the peers: one device's corrected events (HBM + SRAM) above ECC_FLOOR and
-    # ECC_TIMES x the peers' mean device (the nodes whose counters report: memory errors need no busy peer).
+    # ECC_TIMES x the peers' mean device (the nodes whose counters report: memory errors need no busy peer),
+    # and ECC_EVENTS of them over the last ECC_SPAN (the rate's integral), so a lone event is no rise.
     corrected = _sum_present(np.stack([e[Signal.MEM_ECC_CORRECTED], e[Signal.SRAM_ECC_CORRECTED]]), axis=0)
     ecc_has = ~np.isnan(corrected)
     ecc_up = ecc_has.any(axis=2)
     node_ecc = _sum_present(corrected, axis=2) / np.maximum(ecc_has.sum(axis=2), 1)
     peer_corrected = _peer_median(np.where(ecc_up & settled, node_ecc, np.nan))
+    counted = np.concatenate([np.zeros((1, *corrected.shape[1:])), np.cumsum(np.nan_to_num(corrected), axis=0)])
+    span = max(1, round(ECC_SPAN.total_seconds() / grid.step))
+    recent = (counted[1:] - counted[np.maximum(np.arange(1, steps + 1) - span, 0)]) * grid.step
     with np.errstate(invalid="ignore"):
         high = corrected > np.maximum(ECC_FLOOR, ECC_TIMES * np.nan_to_num(peer_corrected))[..., None]
-    high &= ~np.isnan(peer_corrected)[..., None]
+    high &= ~np.isnan(peer_corrected)[..., None] & (recent >= ECC_EVENTS)
     flags["ecc_corrected"] = np.asarray(high.any(axis=2))
     which["ecc_corrected"] = np.where(flags["ecc_corrected"], np.argmax(np.where(high, corrected, -np.inf), axis=2), -1)
 
@@ -651,15 +668,20 @@ class _Finding:
 def _denominator(st: _Steps, kind: str, rows: np.ndarray, i: int) -> int:
     if kind in HARD_KINDS:
         return 1
+    return int((rows & _judged_for(st, kind)[:, i]).sum())
+
+
+def _judged_for(st: _Steps, kind: str) -> np.ndarray:
+    """(steps, nodes): where a comparison kind is judged (its _denominator's steps)."""
     if kind == "gpu_dark":
-        return int(st.up[rows, i].sum())
+        return st.up
     if kind in ("gpu_gone", "gpu_dead", "core_stuck"):
-        return int(st.unit_up[rows, i].sum())
+        return st.unit_up
     if kind == "thermal_hot":
-        return int(st.hot_judged[rows, i].sum())
+        return st.hot_judged
     if kind == "ecc_corrected":
-        return int((st.ecc_up[rows, i] & ~np.isnan(st.peer_corrected[rows, i])).sum())
-    return int(st.judged[rows, i].sum())
+        return st.ecc_up & ~np.isnan(st.peer_corrected)
+    return st.judged
 
 
 def _presence(st: _Steps, kind: str) -> np.ndarray:
@@ -956,16 +978,18 @@ def _pre_existing(st: _Steps, f: _Finding, episode: np.ndarray, before: np.ndarr
     show on), and, for a comparison, is no worse now: the job ran at its healthy rate with it, so it is not
     what slowed the job now (an XID 48 from hours ago, a GPU binned low, a busier link)."""
     i = st.grid.nodes.index(f.node)
-    if f.kind in HARD_KINDS:
-        seen = before & _presence(st, f.kind)[:, i]
-        shown = int((seen & st.flags[f.kind][:, i]).sum())
-        return int(seen.sum()) >= MIN_JUDGED and shown >= STALE_SHARE * seen.sum()
-    denominator = _denominator(st, f.kind, before, i)
-    if denominator < MIN_JUDGED:
+    could = _presence(st, f.kind)[:, i] if f.kind in HARD_KINDS else _judged_for(st, f.kind)[:, i]
+    could = before & could
+    if int(could.sum()) < MIN_JUDGED:
         return False
-    if int((before & st.flags[f.kind][:, i]).sum()) < STALE_SHARE * denominator:
-        return False
-    return not _fell_from_healthy(st, f, episode, before)
+    # ... from the window's start: what began inside it (a fan dying over the last 40 minutes) is still new,
+    # the throughput episode starting late; what was there before it began is the node's normal.
+    first = could & (np.cumsum(could) <= max(MIN_JUDGED, int(could.sum()) // 4))
+    shows = st.flags[f.kind][:, i]
+    for rows in (could, first):
+        if int((rows & shows).sum()) < STALE_SHARE * int(rows.sum()):
+            return False
+    return f.kind in HARD_KINDS or not _fell_from_healthy(st, f, episode, before)
 
 
 def _rank(findings: Sequence[_Finding]) -> list[_Finding]:

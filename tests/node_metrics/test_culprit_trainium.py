@@ -14,7 +14,7 @@ import pytest
 
 from bot.node_metrics.culprit import HEALTHY_BEFORE, MIN_JUDGED, assess_nodes, faulty_episodes, find_culprit
 from bot.node_metrics.series import Cause, ClusterMetrics, Series, Signal, Verdict
-from sandbox.node_metrics import TRN1, TRN1_EFA, Hardware, Injected, NodeMetricsSimulator, Replacement
+from sandbox.node_metrics import TRN1, TRN1_EFA, Gap, Hardware, Injected, NodeMetricsSimulator, Replacement
 
 HOUR = 3600.0
 T0 = 1_780_000_000.0
@@ -273,3 +273,26 @@ def test_a_verdict_needs_enough_judged_steps() -> None:
     assert culprit(metrics, minutes=too_short).suspects == ()
     assert culprit(metrics, minutes=3).suspects == (NODES[5],)
     assert np.isclose(MIN_JUDGED * 30, 120)
+
+
+def test_a_fault_begun_inside_the_healthy_window_is_still_the_new_one() -> None:
+    """A throttle from 40 minutes before the episode (the throughput episode started late) covers most of the
+    healthy window, but not its start: it is the culprit, unlike one there before the window began."""
+    sim = gpu_cluster()
+    sim.inject(Injected(cause=Cause.THERMAL, node=NODES[3], start=EPISODE - 40 * 60, end=None, gpu=2, severity=0.7))
+    assert culprit(sim.series(start=T0, end=EPISODE + 1800)).suspects == (NODES[3],)
+    before = gpu_cluster()
+    before.inject(Injected(cause=Cause.THERMAL, node=NODES[3], start=T0, end=None, gpu=2, severity=0.7))
+    assert culprit(before.series(start=T0, end=EPISODE + 1800)).suspects == ()
+
+
+def test_a_dcgm_gap_that_begins_with_a_hang_another_node_explains_is_not_a_fault() -> None:
+    """XID 79 on one node hangs the job; another node's DCGM exporter restarts at that very moment: the hang is
+    the XID's, and the dark node gets no alert of its own."""
+    sim = gpu_cluster(
+        checkpoint_every=None, gaps=[Gap(node=NODES[8], start=EPISODE + 20, end=EPISODE + 900, exporter="dcgm")]
+    )
+    sim.inject(Injected(cause=Cause.GPU, node=NODES[1], start=EPISODE, end=EPISODE + 1200, gpu=3))
+    metrics = sim.series(start=T0, end=EPISODE + HOUR)
+    assert [(e.node, e.cause) for e in faulty_episodes(metrics)] == [(NODES[1], Cause.GPU)]
+    assert culprit(metrics).suspects[:1] == (NODES[1],)
