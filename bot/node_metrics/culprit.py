@@ -81,8 +81,9 @@ single node has no peers: only its XIDs, a vanished GPU and a dead GPU beside wo
 throttle with heat 40 %, or a fifth in two bursts or more: an intermittent one; hard evidence: one sample, a
 hardware event the gauge may show for a scrape or two only); `clear` when no hard evidence shows, every
 divergence covers at most 10 % of the steps, and the node was seen at work with its peers over half of them
-(idling, an exporter gap or the job down is no evidence of health); neither in between, so an alert neither
-flaps nor closes while the job is down. A throttle may come back after a quiet stretch longer than the
+while the job made progress (idling, an exporter gap, the job down or hung, is no evidence of health: a hung
+job moves no EFA traffic to compare); neither in between, so an alert neither flaps nor closes while the job
+is down or hangs. A throttle may come back after a quiet stretch longer than the
 window: a `thermal` alert closes once its node was clear over the window before the last as well
 (SETTLING_CAUSES). `faulty_episodes` replays that check every `every` over the whole range, computing the
 steps once."""
@@ -348,6 +349,7 @@ class _Steps:
     unit_up: np.ndarray  # the node reported accelerator unit series (DCGM; a Trainium node's NeuronCores in use)
     info_up: np.ndarray  # a Trainium node's hardware info reported (it stays while no Neuron process runs)
     judged: np.ndarray  # the node and its peers at work
+    healthy_evidence: np.ndarray  # judged while the job makes progress (a hang or a job down shows no health)
     hot_judged: np.ndarray  # the node reports and its peers work (a throttle with heat is judged on its own duty)
     busy_line: float
     flags: dict[str, np.ndarray]
@@ -482,6 +484,10 @@ def _steps(grid: _Grid) -> _Steps:
     hung = (peer_util >= HUNG_UTIL) & (peer_tensor <= HUNG_TENSOR)
     # ... and it went dark when the hang began (within HANG_LEAD): not in the middle of a hang another node
     # caused, nor in an exporter gap that began while the job still ran.
+    # The job makes progress unless it hangs: on GPUs, peers spinning with no tensor activity; on Trainium, peers
+    # completing no execution (where the Neuron monitor reports them). Steps without progress show no health.
+    peer_executions = _peer_median(np.where(node_busy, grid.node[Signal.EXECUTIONS], np.nan))
+    progress = ~hung & ~(peer_executions <= 0)
     dark_since = np.maximum.accumulate(np.where(unit_up, index, -1), axis=0) + 1
     hung_since = np.maximum.accumulate(np.where(hung, -1, index), axis=0) + 1
     lead = max(1, round(HANG_LEAD.total_seconds() / grid.step))
@@ -599,6 +605,7 @@ def _steps(grid: _Grid) -> _Steps:
         unit_up=unit_up,
         info_up=info_up,
         judged=judged,
+        healthy_evidence=judged & progress,
         hot_judged=hot_judged,
         busy_line=busy_line,
         flags=flags,
@@ -1117,7 +1124,8 @@ def _assess(st: _Steps, rows: np.ndarray, window_steps: int) -> list[NodeAssessm
     present = st.up[rows].any(axis=0)
     faults = _faults(st, rows, window_steps)
     counts = {kind: st.flags[kind][rows].sum(axis=0) for kind in KINDS}
-    _, clear = _decide(counts, st.judged[rows].sum(axis=0), window_steps, _runs(st.flags["thermal_hot"][rows]))
+    evidence = st.healthy_evidence[rows].sum(axis=0)
+    _, clear = _decide(counts, evidence, window_steps, _runs(st.flags["thermal_hot"][rows]))
     out: list[NodeAssessment] = []
     for i, node in enumerate(st.grid.nodes):
         if not present[i]:
@@ -1177,7 +1185,7 @@ def faulty_episodes(
     # them with cumulative sums, and build the assessment (evidence, chart) only where one would open.
     cumulative = {k: np.concatenate([[np.zeros(len(grid.nodes))], np.cumsum(v, axis=0)]) for k, v in st.flags.items()}
     cum_up = np.concatenate([[np.zeros(len(grid.nodes))], np.cumsum(st.up, axis=0)])
-    cum_judged = np.concatenate([[np.zeros(len(grid.nodes))], np.cumsum(st.judged, axis=0)])
+    cum_judged = np.concatenate([[np.zeros(len(grid.nodes))], np.cumsum(st.healthy_evidence, axis=0)])
     hot = st.flags["thermal_hot"]
     began = np.concatenate([hot[:1], hot[1:] & ~hot[:-1]])  # a burst of a throttle with heat begins
     cum_began = np.concatenate([[np.zeros(len(grid.nodes))], np.cumsum(began, axis=0)])

@@ -296,3 +296,24 @@ def test_a_dcgm_gap_that_begins_with_a_hang_another_node_explains_is_not_a_fault
     metrics = sim.series(start=T0, end=EPISODE + HOUR)
     assert [(e.node, e.cause) for e in faulty_episodes(metrics)] == [(NODES[1], Cause.GPU)]
     assert culprit(metrics).suspects[:1] == (NODES[1],)
+
+
+def test_a_faulty_nodes_alert_stays_open_while_another_node_hangs_the_job() -> None:
+    """A hung job moves no EFA traffic: a degraded link cannot be compared then, and that is no sign of health.
+    Its alert stays open through another node's XID 79 hang, and the hang's node gets its own."""
+    sim = gpu_cluster(checkpoint_every=None)
+    sim.inject(Injected(cause=Cause.NETWORK, node=NODES[4], start=EPISODE, end=None, severity=0.7))
+    hang = (EPISODE + 1800, EPISODE + 3600)
+    sim.inject(Injected(cause=Cause.GPU, node=NODES[7], start=hang[0], end=hang[1], gpu=1))
+    metrics = sim.series(start=T0, end=EPISODE + 2 * HOUR)
+    # while it hangs, no traffic moves on any node, and no packet is resent
+    silent = tuple(
+        replace(s, values=tuple(0.0 if hang[0] <= t < hang[1] else v for t, v in zip(s.times, s.values, strict=True)))
+        if s.signal.is_counter
+        else s
+        for s in metrics.series
+    )
+    episodes = faulty_episodes(replace(metrics, series=silent))
+    assert sorted((e.node, e.cause, e.end is None) for e in episodes) == sorted(
+        [(NODES[4], Cause.NETWORK, True), (NODES[7], Cause.GPU, False)]
+    )
