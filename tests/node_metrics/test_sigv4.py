@@ -75,7 +75,13 @@ class SigV4Gate:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            # The reader sends its queries at once (one per metric, READS); socketserver's backlog of 5 reset
+            # the extra connections when the machine was loaded (ReadError), as no real gateway would.
+            request_queue_size = 128
+            daemon_threads = True
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}{WORKSPACE}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
