@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 from zoneinfo import ZoneInfo
 
 from bot.access import AccessPolicy, Action
@@ -39,6 +39,9 @@ log = logging.getLogger(__name__)
 
 STUCK_AFTER = timedelta(minutes=90)  # no visible change for this long: the change is reported as failed
 PLAN_TTL = timedelta(minutes=30)  # the default of PITCREW_PLAN_TTL_MINUTES
+
+
+Phase = Literal["started", "finished"]
 
 
 class NothingStarted(Exception):
@@ -169,6 +172,9 @@ class Operations:
     max_poll: float = 30.0
     plan_ttl: timedelta = PLAN_TTL
     on_change: Callable[[str | None], None] | None = None  # told the org when a change finishes (Home)
+    # Told when a change has started (AWS accepted it) and when it has finished: the alerts that follow it
+    # (bot.alerts.checks: a deep health check's result in the alerts of its nodes).
+    on_progress: Callable[[Operation, Phase], Awaitable[None]] | None = None
     _watchers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     _plan_locks: dict[tuple[str, str, str], asyncio.Lock] = field(default_factory=dict)
 
@@ -350,6 +356,7 @@ class Operations:
         operation.detail = detail or operation.detail
         await self._set(operation.id, started_at=operation.started_at, detail=operation.detail[:2000])
         self._watch(operation)
+        await self._tell(operation, "started")
         return Started(operation)
 
     async def _moved(self, operation: Operation) -> str | None:
@@ -431,6 +438,12 @@ class Operations:
         if isinstance(request, requests.StartFleetRequest):
             await self.fleet.start_fleet(org_id, backend, name)
             return ""
+        if isinstance(request, requests.CheckRequest):  # all or nothing: AWS refuses the call or takes every node
+            nodes = tuple(zip(request.node_groups, request.node_ids, strict=True))
+            rid = await self.fleet.health_check(org_id, name, checks=request.checks, nodes=nodes)
+            operation.request = requests.to_json(replace(request, successful=request.node_ids, failed=()))
+            await self._set(operation.id, request=operation.request)
+            return f"request {rid}" if rid else ""
         result = await self.fleet.node_batch(
             org_id, backend, name, replace=kind is Kind.REPLACE, node_ids=request.node_ids
         )
@@ -536,6 +549,16 @@ class Operations:
         await self._show(operation, f"Done: {detail}" if done else f"{shown}: {escape(detail)}")
         if self.on_change is not None:
             self.on_change(operation.org_id)
+        await self._tell(operation, "finished")
+
+    async def _tell(self, operation: Operation, phase: Phase) -> None:
+        """Tell `on_progress`; its failing never stops a change or its watch."""
+        if self.on_progress is None:
+            return
+        try:
+            await self.on_progress(operation, phase)
+        except Exception:
+            log.exception("telling the %s of %s failed", phase, operation.id)
 
     async def resume(self) -> int:
         """Watch again what was running when the bot stopped; never start it again."""

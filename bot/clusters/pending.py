@@ -16,7 +16,7 @@ from bot.clusters.model import Cluster
 from bot.clusters.requests import Kind, NodeRequest, stored_request
 from storage.models import Operation
 
-NODE_KINDS = frozenset({Kind.REPLACE, Kind.REBOOT})
+NODE_KINDS = frozenset({Kind.REPLACE, Kind.REBOOT, Kind.CHECK})
 
 
 def _node_ids(operation: Operation) -> frozenset[str]:

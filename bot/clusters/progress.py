@@ -13,6 +13,7 @@ from enum import StrEnum
 from bot.clusters.model import Cluster, FleetPhase, Health, Phase
 from bot.clusters.requests import (  # Kind re-exported: callers import it from here
     ChangeRequest,
+    CheckRequest,
     Kind,
     NodeRequest,
     ScaleRequest,
@@ -20,6 +21,7 @@ from bot.clusters.requests import (  # Kind re-exported: callers import it from 
     StopFleetRequest,
 )
 
+CHECKING = "DeepHealthCheckInProgress"  # a HyperPod node's status while a deep health check runs on it
 MISSING_POLLS = 10  # a cluster not seen after this many polls is reported as lost
 QUIET_REBOOT_POLLS = 10  # nodes Running all along after this many polls: the reboot was too quick to see
 
@@ -69,6 +71,8 @@ def judge(kind: Kind, request: ChangeRequest, cluster: Cluster | None, watch: Wa
         return _started(cluster)
     if isinstance(request, ScaleRequest):
         return _scaled(request, cluster)
+    if isinstance(request, CheckRequest):
+        return _checked(request, cluster, watch)
     if isinstance(request, NodeRequest):
         return _nodes_back(kind, request, cluster, watch)
     raise TypeError(f"a {kind.value} change with a {type(request).__name__}")
@@ -137,6 +141,60 @@ def _nodes_back(kind: Kind, request: NodeRequest, cluster: Cluster, watch: Watch
         return Verdict(State.GOING)
     # Named when done: a poll may never have caught the successor joining, and people look for the new id.
     return Verdict(State.DONE, f"{_ids(acted_on)} replaced by {_ids(successors)}")
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """How a deep health check of one node ended, as the node's status says once it is no longer in it."""
+
+    node_id: str
+    passed: bool
+    status: str  # Running, Failure, ... ("gone" for a node no longer listed)
+    message: str
+
+
+def check_results(request: CheckRequest, cluster: Cluster | None) -> tuple[CheckResult, ...]:
+    """Each checked node's result as the cluster shows it now: passed when Running, failed otherwise (its status
+    and message say why); nodes still in the check are left out."""
+    nodes = {node.node_id: node for node in cluster.nodes} if cluster is not None else {}
+    results = []
+    for node_id in request.successful or request.node_ids:
+        node = nodes.get(node_id)
+        if node is None:
+            results.append(CheckResult(node_id, False, "gone", "no longer in the cluster"))
+        elif node.status != CHECKING:
+            results.append(CheckResult(node_id, node.health is Health.HEALTHY, node.status, node.message))
+    return tuple(results)
+
+
+def _checked(request: CheckRequest, cluster: Cluster, watch: Watch) -> Verdict:
+    """A deep health check is over once each node was seen in it and has left it (or, seen in it never, after
+    QUIET_REBOOT_POLLS: a check quicker than the polls). Done either way: a node that fails its check is the
+    check's answer, not the change failing; the reason says each node's result."""
+    checked = list(request.successful or request.node_ids)
+    for node in cluster.nodes:
+        if node.node_id in checked and node.status == CHECKING:
+            watch.seen_away.add(node.node_id)
+    results = {r.node_id: r for r in check_results(request, cluster)}
+    over = all(
+        node_id in results and (node_id in watch.seen_away or watch.polls >= QUIET_REBOOT_POLLS) for node_id in checked
+    )
+    if not over:
+        return Verdict(State.GOING)
+    return Verdict(State.DONE, check_summary(tuple(results[node_id] for node_id in checked)))
+
+
+def check_summary(results: tuple[CheckResult, ...]) -> str:
+    """One line: which nodes passed, which failed and why."""
+    passed = [r.node_id for r in results if r.passed]
+    failed = [r for r in results if not r.passed]
+    parts = []
+    if passed:
+        parts.append(f"deep health check passed: {_ids(passed)} Running")
+    for result in failed:
+        said = f": {result.message}" if result.message else ""
+        parts.append(f"`{result.node_id}` failed the deep health check ({result.status}{said})")
+    return "; ".join(parts)
 
 
 def _ids(node_ids: list[str]) -> str:

@@ -23,10 +23,16 @@ class Kind(StrEnum):
     DELETE = "delete"
     STOP_FLEET = "stop_fleet"
     START_FLEET = "start_fleet"
+    CHECK = "check"  # a HyperPod deep health check of some nodes (StartClusterHealthCheck)
 
     @property
     def noun(self) -> str:
-        return {Kind.STOP_FLEET: "compute fleet stop", Kind.START_FLEET: "compute fleet start"}.get(self, self.value)
+        nouns = {
+            Kind.STOP_FLEET: "compute fleet stop",
+            Kind.START_FLEET: "compute fleet start",
+            Kind.CHECK: "deep health check",
+        }
+        return nouns.get(self, self.value)
 
 
 class BadRequest(ValueError):
@@ -66,6 +72,19 @@ class NodeRequest:
     before_ids: tuple[str, ...]  # every node of those groups when planned: a node not among them is new
     successful: tuple[str, ...] | None = None
     failed: tuple[NodeFailure, ...] | None = None
+
+
+DEEP_HEALTH_CHECKS = ("InstanceStress", "InstanceConnectivity")  # botocore's DeepHealthCheckType we offer
+
+
+@dataclass(frozen=True)
+class CheckRequest(NodeRequest):
+    """A deep health check of HyperPod nodes: a NodeRequest (so the plans of one node stand in each other's way,
+    and a node gone before Confirm is caught alike) with the checks and each node's group (StartClusterHealthCheck
+    takes one configuration per instance group)."""
+
+    checks: tuple[str, ...] = DEEP_HEALTH_CHECKS
+    node_groups: tuple[str, ...] = ()  # the group of each of node_ids, in the same order
 
 
 @dataclass(frozen=True)
@@ -108,6 +127,9 @@ def to_json(request: ChangeRequest) -> dict[str, Any]:
             shaped["successful"] = list(request.successful)
         if request.failed is not None:
             shaped["failed"] = [{"node_id": f.node_id, "code": f.code, "message": f.message} for f in request.failed]
+        if isinstance(request, CheckRequest):
+            shaped["checks"] = list(request.checks)
+            shaped["node_groups"] = list(request.node_groups)
         return shaped
     if isinstance(request, StopFleetRequest):
         return {"then": request.then} if request.then else {}
@@ -141,6 +163,22 @@ def from_json(kind: Kind, backend: Backend, stored: Any) -> ChangeRequest:
             before_ids=_texts(stored, "before_ids", default=()),
             successful=_texts(stored, "successful") if "successful" in stored else None,
             failed=None if failed is None else _failures(failed),
+        )
+    if kind is Kind.CHECK:
+        checks = _texts(stored, "checks")
+        if not checks or any(check not in DEEP_HEALTH_CHECKS for check in checks):
+            raise BadRequest("the request's `checks` are not deep health checks")
+        node_ids = _texts(stored, "node_ids")
+        node_groups = _texts(stored, "node_groups")
+        if len(node_groups) != len(node_ids):
+            raise BadRequest("the request's `node_groups` do not match its `node_ids`")
+        return CheckRequest(
+            node_ids=node_ids,
+            groups=_texts(stored, "groups", default=()),
+            before_ids=_texts(stored, "before_ids", default=()),
+            successful=_texts(stored, "successful") if "successful" in stored else None,
+            checks=checks,
+            node_groups=node_groups,
         )
     if kind is Kind.DELETE:
         return DeleteRequest()
@@ -205,6 +243,8 @@ def operation_summary(operation: Any) -> str:
         return f"launch {ref} ({operation.template})"
     if isinstance(request, ScaleRequest):
         return f"scale {ref} {request.group} {request.before}→{request.count}"
+    if isinstance(request, CheckRequest):
+        return f"check {ref} " + " ".join(request.node_ids) + f" ({', '.join(request.checks)})"
     if isinstance(request, NodeRequest):
         return f"{operation.kind} {ref} " + " ".join(request.node_ids)
     return f"{operation.kind} {ref}"

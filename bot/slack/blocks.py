@@ -421,6 +421,7 @@ _KIND_TITLE = {  # icon, title, what the progress message's text fallback starts
     "delete": (":wastebasket:", "Delete", "Deleting"),
     "stop_fleet": (":octagonal_sign:", "Stop compute fleet", "Stopping the compute fleet of"),
     "start_fleet": (":arrow_forward:", "Start compute fleet", "Starting the compute fleet of"),
+    "check": (":stethoscope:", "Deep health check", "Deep health check of"),
 }
 START_FLEET_ACTION = "fleet_start"  # a stopped compute fleet's Start button; the value is ORG/CLUSTER
 
