@@ -28,6 +28,7 @@ from starlette.routing import BaseRoute, Route
 
 from bot.access import AccessPolicy
 from bot.actor import actor_team, set_actor
+from bot.alerts.checks import CheckFollower
 from bot.alerts.desk import AlertDesk
 from bot.alerts.escalation import Escalation
 from bot.audit import AuditLog
@@ -194,6 +195,7 @@ def build_services(
             presenter=SlackProgress(),
             plan_ttl=timedelta(minutes=settings.pitcrew_plan_ttl_minutes),
             on_change=home.changed,
+            on_progress=CheckFollower(desk=desk, fleet=fleet),  # a deep health check followed in its nodes' alerts
         ),
         alerts=desk,
         monitor=monitor,

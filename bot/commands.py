@@ -124,6 +124,17 @@ class NodeAction:
 
 
 @dataclass(frozen=True)
+class CheckNodes:
+    """`check`: HyperPod deep health checks of named nodes (both checks unless one is named)."""
+
+    cluster: ClusterRef
+    node_ids: tuple[str, ...]
+    stress: bool = False
+    connectivity: bool = False
+    dry_run: bool = False
+
+
+@dataclass(frozen=True)
 class DeleteCluster:
     cluster: ClusterRef
 
@@ -154,6 +165,7 @@ ClusterCommand = (
     | ShowAudit
     | ScaleGroup
     | NodeAction
+    | CheckNodes
     | DeleteCluster
     | StartFleet
     | ShowThroughput
@@ -384,6 +396,30 @@ def _node_action(sub: str) -> Callable[[Args], NodeAction]:
     return parse
 
 
+def _check(args: Args) -> CheckNodes:
+    usage = args.usage
+    flags, positional = _flags(args, "check", {"--stress", "--connectivity", "--dry-run"})
+    if not positional:
+        raise UsageError("`/cluster check` needs a cluster name and the ids of the nodes to check.", usage)
+    ref, rest = _cluster_ref(positional[0], usage), positional[1:]
+    if not rest:
+        raise UsageError("`/cluster check` needs the ids of the nodes to check.", usage)
+    bad = [word for word in rest if not NODE_ID.fullmatch(word)]
+    if bad:
+        raise UsageError(
+            f"`{quoted(bad[0])}` is not a node id; HyperPod node ids are instance ids like "
+            "`i-0123456789abcdef0` (`/cluster nodes CLUSTER` lists them).",
+            usage,
+        )
+    return CheckNodes(
+        cluster=ref,
+        node_ids=tuple(dict.fromkeys(rest)),
+        stress="--stress" in flags,
+        connectivity="--connectivity" in flags,
+        dry_run="--dry-run" in flags,
+    )
+
+
 def _throughput(args: Args) -> ShowThroughput:
     usage = args.usage
     hours, public, positional = 6, False, []
@@ -486,6 +522,14 @@ CLUSTER = CommandSet(
             summary="reboot HyperPod nodes, after Confirm",
             needs=Action.OPERATE,
             parse=_node_action("reboot"),
+        ),
+        Subcommand(
+            name="check",
+            usage=f"/cluster check CLUSTER NODE... [--stress] [--connectivity] [--dry-run]   {_CHANGE_NODE}",
+            summary="HyperPod deep health checks of nodes (InstanceStress and InstanceConnectivity; a flag picks "
+            "one), after Confirm; their alerts say the result",
+            needs=Action.OPERATE,
+            parse=_check,
         ),
         Subcommand(
             name="delete",

@@ -810,6 +810,23 @@ async def claim_escalation(session: AsyncSession, *, episode_id: int, at: dateti
     return bool(result.rowcount)
 
 
+async def claim_reminder(session: AsyncSession, *, episode_id: int, due: datetime) -> bool:
+    """Take a Watch's reminder that is due: one conditional UPDATE (still open, remind_at set and past ->
+    remind_at NULL), so of several replicas exactly one posts it."""
+    result = await session.exec(
+        update(Episode)
+        .where(
+            col(Episode.id) == episode_id,
+            col(Episode.state) == EpisodeState.OPEN.value,
+            col(Episode.remind_at).is_not(None),
+            col(Episode.remind_at) <= due,
+        )
+        .values(remind_at=None)
+    )
+    await session.commit()
+    return bool(result.rowcount)
+
+
 async def put_doctor_results(session: AsyncSession, *, results: Sequence[DoctorResult]) -> None:
     """Each org's last doctor run, replacing the one before (an upsert: replicas and the CLI may race)."""
     if not results:

@@ -233,6 +233,8 @@ class Episode(SQLModel, table=True):
     # HyperPod's own word on a node alert's node (its health-monitoring agent: "HyperPod: <fault type> (<reason>)"),
     # shown beside AWS's status message; and the last deep health check's result ("" when none ran).
     diagnosis: str = _text(300, default="")
+    # Watch (a node that only diverges): when to remind whoever pressed it (acked_by), if it is still open then.
+    remind_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime()))
 
 
 class Silence(SQLModel, table=True):

@@ -29,7 +29,10 @@ from storage.models import Episode, Silence, utcnow
 
 log = logging.getLogger(__name__)
 CLUSTER_BACKENDS = frozenset(backend.value for backend in Backend)
+# Low-urgency kinds: told in the org's channel only, no line in the coordination channel (a degradation notice).
+NOT_COORDINATED = frozenset({"degradation"})
 UNPOSTED_GRACE = timedelta(minutes=2)  # longer than any opener takes to post its own alert
+WATCH_FOR = timedelta(hours=4)  # Watch reminds whoever pressed it this long after, if the alert is still open
 
 
 class ClusterReader(Protocol):
@@ -286,8 +289,10 @@ class AlertDesk:
             ts = await self.post(channel, self.presenter.alert(kind, self._view(kind, members, cluster, None)))
             if ts is None:
                 continue  # no alert, so no coordination line either: both come with the retry
-            line = self.presenter.coordination(kind, self._view(kind, members, cluster, None), channel=channel)
-            coordination_ts = await self.post(self.program.coordination_channel, line)
+            coordination_ts = None
+            if kind.name not in NOT_COORDINATED:
+                line = self.presenter.coordination(kind, self._view(kind, members, cluster, None), channel=channel)
+                coordination_ts = await self.post(self.program.coordination_channel, line)
             for row in members:
                 await self.update(row, {"message_ts": ts, "coordination_ts": coordination_ts})
 
@@ -405,6 +410,7 @@ class AlertDesk:
                 "acked_at": None,
                 "escalated_at": None,  # and so was its escalation: the new one may escalate in its turn
                 "escalation_ts": None,
+                "remind_at": None,  # and so was a Watch's reminder
                 "posted_at": None,
                 "follows": follows,
             },
@@ -475,6 +481,50 @@ class AlertDesk:
             await self.post(row.channel_id, note, thread_ts=row.message_ts)
         await self.refresh(row)
         return None
+
+    async def watch(self, row: Episode, *, user_id: str) -> AlreadyAcknowledged | None:
+        """Watch: acknowledge it (escalation stops, the alert shows who), and remind them in its thread after
+        WATCH_FOR if it is still open then (bot.alerts.escalation posts the reminder); None when done."""
+        if row.acked_by:
+            return AlreadyAcknowledged(by=row.acked_by, at=row.acked_at)
+        now = self.clock()
+        remind_at = now + WATCH_FOR
+        for member in await self.members(row):
+            await self.update(member, {"acked_by": user_id, "acked_at": now, "remind_at": remind_at})
+        row.acked_by, row.acked_at, row.remind_at = user_id, now, remind_at
+        if row.message_ts:
+            hours = WATCH_FOR.total_seconds() / 3600
+            note = self.presenter.note(
+                f":eyes: <@{user_id}> is watching this (acknowledged at {now.astimezone(self.tz):%H:%M}); a reminder "
+                f"comes here in {hours:g} h ({remind_at.astimezone(self.tz):%H:%M}) if it is still open."
+            )
+            await self.post(row.channel_id, note, thread_ts=row.message_ts)
+        await self.refresh(row)
+        return None
+
+    async def remind(self) -> int:
+        """Post the Watch reminders that are due (claimed once across replicas); how many."""
+        now = self.clock()
+        async with self.db.session() as session:
+            rows = [r for r in await crud.open_episodes(session) if r.remind_at is not None and r.remind_at <= now]
+        posted = 0
+        for row in rows:
+            async with self.db.session() as session:
+                if not await crud.claim_reminder(session, episode_id=row.id or 0, due=now):
+                    continue
+            if not row.message_ts or not row.channel_id:
+                continue
+            since = row.acked_at or row.opened_at
+            hours = max(0.0, (now - since).total_seconds() / 3600)
+            who = f"<@{row.acked_by}>" if row.acked_by else "Whoever watches this"
+            note = self.presenter.note(
+                f":alarm_clock: {who}: still open {hours:.1f} h after Watch was pressed. Look again: run a deep "
+                "health check, replace the node, or acknowledge it for good.",
+                tone=Tone.WORSE,
+            )
+            if await self.post(row.channel_id, note, thread_ts=row.message_ts):
+                posted += 1
+        return posted
 
     async def silence(self, row: Episode, *, user_id: str, hours: int) -> tuple[datetime, AlreadySilenced | None]:
         """Hold back new alert messages of the cluster (every kind alike); what they would have said goes to

@@ -12,7 +12,8 @@ org that escalates (0 or null: never), once they are older than the org's minute
 message (a reopened alert counts from its reopening, one a silence held back from when it was posted once the
 silence ended; it escalates anew). A cluster silenced since is not
 escalated: someone is on it. Capacity notices do not escalate: they announce a known end time ahead of it,
-nothing broke that someone must own. A storm's members escalate as one message, by its first episode.
+nothing broke that someone must own; nor do degradation notices (low-urgency, issue 23). A storm's members
+escalate as one message, by its first episode.
 
 The escalation follows its alert: when someone acknowledges it, or it ends, the desk edits it to say so
 (AlertDesk.follow_escalation), so the coordination channel never keeps a red message and a button for it.
@@ -34,7 +35,7 @@ from storage.models import Episode
 
 log = logging.getLogger(__name__)
 
-NOT_ESCALATED = frozenset({"capacity"})
+NOT_ESCALATED = frozenset({"capacity", "degradation"})  # a degradation notice is low-urgency
 
 
 class EscalationPresenter(Protocol):
@@ -78,8 +79,13 @@ class Escalation:
         self._presenter = presenter
 
     async def check(self) -> int:
-        """Escalate every alert that is due; how many were posted."""
+        """Escalate every alert that is due, and post the Watch reminders that are; how many were posted."""
         desk = self._desk
+        try:
+            reminded = await desk.remind()
+        except Exception:
+            log.exception("posting Watch reminders failed")
+            reminded = 0
         now = desk.clock()
         async with desk.db.session() as session:
             rows = list(await crud.open_episodes(session))
@@ -92,7 +98,7 @@ class Escalation:
                 posted += await self._escalate(row, org, now)
             except Exception:
                 log.exception("escalating episode %s failed", row.id)
-        return posted
+        return posted + reminded
 
     async def _escalate(self, row: Episode, org: OrgConfig | None, now: datetime) -> int:
         desk = self._desk

@@ -28,6 +28,8 @@ class Action(StrEnum):
     REPLACE = "replace"
     REBOOT = "reboot"
     SILENCE = "silence"  # Silence 1/4/24 h, or Unsilence while the cluster is silenced
+    CHECK = "check"  # Run deep health check (HyperPod): plan, Confirm, StartClusterHealthCheck
+    WATCH = "watch"  # acknowledge, with a reminder in the thread if it is still open later (a divergence)
 
 
 class Tone(StrEnum):

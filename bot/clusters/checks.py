@@ -130,6 +130,11 @@ async def check_from_alert(
     if busy is not None:
         raise ClusterBusy(busy)
     return await plan_check(
-        changes, cluster, node_ids=[node_id], checks=DEEP_HEALTH_CHECKS, dry_run=False, user_id=user_id,
+        changes,
+        cluster,
+        node_ids=[node_id],
+        checks=DEEP_HEALTH_CHECKS,
+        dry_run=False,
+        user_id=user_id,
         channel_id=channel_id,
     )

@@ -13,6 +13,7 @@ from bot.alerts.desk import AlreadyAcknowledged, AlreadyEnded, AlreadySilenced, 
 from bot.alerts.kind import Action, AlertKind, AlertView, Tone
 from bot.alerts.kinds import capacity as capacity_kind
 from bot.alerts.kinds import cluster as cluster_kind
+from bot.alerts.kinds import degradation as degradation_kind
 from bot.alerts.kinds import faulty as faulty_kind
 from bot.alerts.kinds import idle as idle_kind
 from bot.alerts.kinds import job as job_kind
@@ -29,6 +30,8 @@ from bot.slack.capacity import capacity_alert, capacity_coordination_line, capac
 ACK_ACTION = "alert_ack"
 REPLACE_ACTION = "alert_replace"
 REBOOT_ACTION = "alert_reboot"
+CHECK_ACTION = "alert_check"  # Run deep health check (HyperPod)
+WATCH_ACTION = "alert_watch"  # acknowledge with a reminder (a divergence)
 SILENCE_HOURS = (1, 4, 24)
 SILENCE_ACTION = "alert_silence_{hours}"  # one action id per button: Slack wants them unique in a block
 UNSILENCE_ACTION = "alert_unsilence"  # its value is the silence's id, not an episode's
@@ -82,16 +85,30 @@ def _silence_buttons(value: str, silence: Any | None) -> list[dict[str, Any]]:
 
 
 def _buttons(episode: Any, actions: Sequence[Action], silence: Any | None = None) -> Block:
+    """The alert's buttons in the order its kind gives them (bot.alerts.severity: the one its fault calls for
+    first, styled primary)."""
     value = str(episode.storm_id or episode.id)
     elements: list[dict[str, Any]] = []
-    if Action.ACKNOWLEDGE in actions and not episode.acked_by:
-        elements.append(button(ACK_ACTION, "Acknowledge", value, style="primary"))
-    if Action.REPLACE in actions:
-        elements.append(button(REPLACE_ACTION, "Replace node", value))
-    if Action.REBOOT in actions:
-        elements.append(button(REBOOT_ACTION, "Reboot node", value))
-    if Action.SILENCE in actions:
-        elements += _silence_buttons(value, silence)
+    owned = bool(episode.acked_by)
+    for action in actions:
+        if action is Action.ACKNOWLEDGE and not owned:
+            elements.append(button(ACK_ACTION, "Acknowledge", value))
+        elif action is Action.WATCH and not owned:
+            elements.append(button(WATCH_ACTION, "Watch", value))
+        elif action is Action.REPLACE:
+            elements.append(button(REPLACE_ACTION, "Replace node", value))
+        elif action is Action.REBOOT:
+            elements.append(button(REBOOT_ACTION, "Reboot node", value))
+        elif action is Action.CHECK:
+            elements.append(button(CHECK_ACTION, "Run deep health check", value))
+        elif action is Action.SILENCE:
+            elements += _silence_buttons(value, silence)
+    if (
+        elements
+        and elements[0]["action_id"] != UNSILENCE_ACTION
+        and not elements[0]["action_id"].startswith("alert_silence_")
+    ):
+        elements[0] = {**elements[0], "style": "primary"}  # the first is what the alert calls for
     return {"type": "actions", "block_id": f"alert:{value}", "elements": elements}
 
 
@@ -320,6 +337,36 @@ def job_coordination_line(episode: Any, *, channel: str, now: datetime) -> Reply
     return Reply(text=text.replace("`", ""), blocks=[section(text)], public=True)
 
 
+def degradation_alert(
+    episode: Any, *, org_name: str, tz: ZoneInfo, now: datetime, actions: Sequence[Action], silence: Any | None = None
+) -> Reply:
+    """A training job's small, lasting drop (issue 23): a low-urgency notice (its message holds the figures and
+    what the per-node metrics say); no coordination line, never escalated."""
+    ref = f"{episode.org_id}/{episode.cluster_name}"
+    is_open = episode.state == "open"
+    since = episode.failing_since or episode.opened_at
+    what = f"job `{escape(episode.node_key)}` on `{ref}`"
+    if is_open:
+        title = f"Throughput degraded: {what}"
+    else:
+        title = f"Degradation over after {_duration(since, episode.closed_at or now)}: {what}"
+    fields = [
+        f"*Org*\n{escape(org_name)} (`{episode.org_id}`)",
+        f"*Job*\n`{escape(episode.node_key)}` on `{escape(episode.cluster_name)}`",
+        "*Kind*\ndegradation: a small, lasting drop (low urgency)",
+        f"*Since*\n{when(since, tz)}",
+    ]
+    icon = ":large_yellow_circle:" if is_open else ":white_circle:"
+    body: list[Block] = [section(f"{icon} *{title}*"), section(" ", fields=fields)]
+    if episode.message:
+        body.append(section(escape(episode.message)[:2500]))
+    if is_open:
+        body.append(_buttons(episode, actions, silence=silence))
+    body.append(context(" · ".join([*_footer(episode, tz, silence), "chart in the thread"])))
+    text = title.replace("`", "") + (f": {episode.message}" if is_open and episode.message else "")
+    return Reply(text=text[:3000], blocks=body, public=True)
+
+
 FAULT_CAUSES = {
     "gpu": "a GPU gone (XID, or no utilization and power)",
     "gpu_memory": "GPU memory errors (ECC, row remapping)",
@@ -368,6 +415,8 @@ def faulty_node_alert(
         f"*Cause*\n`{cause}`: {_fault_cause(episode.cause, episode.message or '')}",
         f"*Diverging since*\n{when(since, tz)}",
     ]
+    if is_open and getattr(episode, "diagnosis", ""):  # HyperPod's word: the last deep health check, say
+        fields.append(f"*Diagnosis*\n{escape(episode.diagnosis)[:300]}")
     icon = ":warning:" if is_open else ":large_green_circle:"
     body: list[Block] = [section(f"{icon} *{title}*"), section(" ", fields=fields)]
     if episode.message:
@@ -558,6 +607,21 @@ class IdlePresenter:
         return f"{counts} idle"
 
 
+class DegradationPresenter:
+    """A degradation notice: in the org's channel only (the desk posts no coordination line for it)."""
+
+    def alert(self, view: AlertView) -> Reply:
+        return degradation_alert(
+            view.first, org_name=view.org_name, tz=view.tz, now=view.now, actions=view.actions, silence=view.silence
+        )
+
+    def coordination(self, view: AlertView, *, channel: str) -> Reply:
+        return job_coordination_line(view.first, channel=channel, now=view.now)  # not posted (NOT_COORDINATED)
+
+    def held_back(self, row: Any) -> str:
+        return f"job `{row.node_key}` degraded"
+
+
 # A new kind: its module in bot.alerts.kinds, its presenter above, and its line here.
 PRESENTERS: Mapping[str, KindPresenter] = {
     node_kind.KIND.name: NodePresenter(),
@@ -566,6 +630,7 @@ PRESENTERS: Mapping[str, KindPresenter] = {
     faulty_kind.KIND.name: FaultyNodePresenter(),
     capacity_kind.KIND.name: CapacityPresenter(),
     idle_kind.KIND.name: IdlePresenter(),
+    degradation_kind.KIND.name: DegradationPresenter(),
 }
 
 

@@ -4,7 +4,18 @@ Confirm. Its progress message is every change's (bot.slack.blocks.operation_prog
 from __future__ import annotations
 
 from bot.clusters.checks import CheckPlanned
-from bot.slack.blocks import Block, Reply, _decide_context, context, escape, fit, header, plan_buttons, section, sections
+from bot.slack.blocks import (
+    Block,
+    Reply,
+    _decide_context,
+    context,
+    escape,
+    fit,
+    header,
+    plan_buttons,
+    section,
+    sections,
+)
 
 CHECK_WORDS = {
     "InstanceStress": "`InstanceStress`: the accelerators and memory under load (GPU: DCGM diagnostics; "
@@ -31,9 +42,8 @@ def check_plan(planned: CheckPlanned) -> Reply:
         body.append(context("Dry run: nothing was changed."))
     else:
         body += [plan_buttons(planned.operation_id, confirm="Confirm deep health check"), _decide_context()]
-    text = (
-        f"Plan: deep health check ({', '.join(planned.checks)}) of {count} of {cluster.ref}: "
-        + ", ".join(n.node_id for n in nodes)
+    text = f"Plan: deep health check ({', '.join(planned.checks)}) of {count} of {cluster.ref}: " + ", ".join(
+        n.node_id for n in nodes
     )
     return Reply(
         text=text,

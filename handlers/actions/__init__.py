@@ -5,10 +5,17 @@ import re
 from slack_bolt.async_app import AsyncApp
 
 from bot.digest.render import TRACK_ADD_ACTION
-from bot.slack.alerts import ACK_ACTION, REBOOT_ACTION, REPLACE_ACTION, UNSILENCE_ACTION
+from bot.slack.alerts import ACK_ACTION, CHECK_ACTION, REBOOT_ACTION, REPLACE_ACTION, UNSILENCE_ACTION, WATCH_ACTION
 from bot.slack.blocks import CANCEL_ACTION, CONFIRM_ACTION, DELETE_OPEN_ACTION, START_FLEET_ACTION
 from bot.slack.launch_form import LAUNCH_OPEN_ACTION
-from handlers.actions.alerts import acknowledge_callback, node_action_callback, silence_callback, unsilence_callback
+from handlers.actions.alerts import (
+    acknowledge_callback,
+    check_callback,
+    node_action_callback,
+    silence_callback,
+    unsilence_callback,
+    watch_callback,
+)
 from handlers.actions.operations import cancel_callback, confirm_callback, open_delete_callback, start_fleet_callback
 from handlers.actions.track import open_track_modal_callback
 from handlers.errors import guarded
@@ -31,5 +38,7 @@ def register(app: AsyncApp) -> None:
     app.action(ACK_ACTION)(guarded(acknowledge_callback))
     app.action(REPLACE_ACTION)(guarded(node_action_callback))
     app.action(REBOOT_ACTION)(guarded(node_action_callback))
+    app.action(CHECK_ACTION)(guarded(check_callback))  # Run deep health check (HyperPod)
+    app.action(WATCH_ACTION)(guarded(watch_callback))  # acknowledge with a reminder
     app.action(re.compile(r"^alert_silence_\d{1,2}$"))(guarded(silence_callback))
     app.action(UNSILENCE_ACTION)(guarded(unsilence_callback))

@@ -1,5 +1,5 @@
-"""Buttons on an alert: Acknowledge, Replace node, Reboot node (a failed or faulty node, a job's culprit),
-Silence 1/4/24 h, Unsilence.
+"""Buttons on an alert: Acknowledge, Watch, Replace node, Reboot node, Run deep health check (a failed or faulty
+node, a job's culprit), Silence 1/4/24 h, Unsilence.
 
 Each acks first, authorizes (operators of the alert's org and admins), then lets the alert desk
 (bot.alerts.desk) or bot.operations act, answers the clicker, and records it in the audit log.
@@ -15,9 +15,12 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 
 from bot.access import Action
 from bot.clusters.changes import ClusterBusy, NotPlanned, PlanPending
+from bot.clusters.checks import check_from_alert
+from bot.clusters.model import Backend
 from bot.services import Services
 from bot.slack import blocks
 from bot.slack.alerts import nothing_changed
+from bot.slack.checks import check_plan
 from storage.models import Episode, Outcome, Silence
 
 UNKNOWN = "This alert is not known (any more)."
@@ -178,3 +181,66 @@ async def _plan_node_action(services: Services, body: dict[str, Any], row: Episo
     detail = f"proposed as {planned.operation_id}"
     _audit(services, body, row, command=f"alert_{verb}", outcome=Outcome.ALLOWED, detail=detail)
     return blocks.node_action_plan(verb, planned.cluster, list(planned.nodes), operation_id=planned.operation_id)
+
+
+async def check_callback(ack: AsyncAck, body: dict[str, Any], context: dict[str, Any]) -> None:
+    """Run deep health check: the same plan and Confirm as `/cluster check CLUSTER NODE`, both checks, for the
+    alert's node (HyperPod). A second press while its plan waits, or while a check runs, says so and offers
+    nothing."""
+    await ack()
+
+    async def plan(services: Services, row: Episode) -> blocks.Reply | None:
+        return await _plan_check(services, body, row)
+
+    await _act(body, context, command="alert_check", act=plan)
+
+
+async def _plan_check(services: Services, body: dict[str, Any], row: Episode) -> blocks.Reply:
+    target = await services.alerts.node_target(row)
+    if target is None or target[0] is not Backend.HYPERPOD:
+        return blocks.problem(
+            f"This alert names no HyperPod node of `{row.org_id}/{row.cluster_name}`: deep health checks are "
+            "HyperPod's."
+        )
+    try:
+        planned = await check_from_alert(
+            services.changes,
+            org_id=row.org_id,
+            cluster_name=row.cluster_name,
+            node_id=target[1],
+            user_id=body["user"]["id"],
+            channel_id=row.channel_id,
+        )
+    except NotPlanned as not_planned:
+        _audit(services, body, row, command="alert_check", outcome=not_planned.outcome, detail=not_planned.detail)
+        return blocks.problem(not_planned.message)
+    except ClusterBusy as busy:
+        _audit(services, body, row, command="alert_check", outcome=Outcome.REFUSED, detail="cluster busy")
+        return blocks.problem(blocks.busy_text(busy.running))
+    except PlanPending as pending:
+        detail = f"plan pending: {pending.pending.id}"
+        _audit(services, body, row, command="alert_check", outcome=Outcome.REFUSED, detail=detail)
+        return blocks.problem(blocks.pending_text(pending.pending, expires_at=pending.expires_at, tz=services.tz))
+    _audit(
+        services,
+        body,
+        row,
+        command="alert_check",
+        outcome=Outcome.ALLOWED,
+        detail=f"proposed as {planned.operation_id}",
+    )
+    return check_plan(planned)
+
+
+async def watch_callback(ack: AsyncAck, body: dict[str, Any], context: dict[str, Any]) -> None:
+    """Watch (a node that only diverges from its peers): acknowledged, with a reminder in the alert's thread if it
+    is still open after WATCH_HOURS."""
+    await ack()
+
+    async def watch(services: Services, row: Episode) -> blocks.Reply | None:
+        outcome = await services.alerts.watch(row, user_id=body["user"]["id"])
+        why_not = nothing_changed(outcome, tz=services.tz) if outcome else None
+        _audit(services, body, row, command="alert_watch", outcome=Outcome.DONE, detail=why_not or "watching")
+        return blocks.problem(why_not) if why_not else None  # done: the alert and its thread say it
+
+    await _act(body, context, command="alert_watch", act=watch)

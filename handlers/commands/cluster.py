@@ -8,9 +8,11 @@ from datetime import timedelta
 
 from bot.access import Action
 from bot.clusters.changes import ClusterBusy, FleetStopOffered, NotPlanned, PlanPending, Shown
-from bot.clusters.model import Cluster
+from bot.clusters.checks import chosen_checks, plan_check
+from bot.clusters.model import Backend, Cluster
 from bot.commands import (
     CLUSTER,
+    CheckNodes,
     ClusterNodes,
     ClusterRef,
     ClusterStatus,
@@ -33,6 +35,7 @@ from bot.names import did_you_mean, listing, unknown_org
 from bot.services import Services
 from bot.slack import blocks
 from bot.slack import capacity as capacity_blocks
+from bot.slack.checks import check_plan
 from bot.slack.doctor import doctor_reply
 from handlers.commands.reply import Answer, Call, SlashCommand, org_refusal
 from handlers.views.launch import form_view
@@ -339,6 +342,45 @@ async def _node_plan(call: Call, parsed: NodeAction) -> Answer:
     return Answer(reply, org_id=found.org, detail=detail)
 
 
+async def _check_plan(call: Call, parsed: CheckNodes) -> Answer:
+    services, user_id, channel_id, usage = call.services, call.user_id, call.channel_id, call.spec.usage
+    found = await _find_cluster(services, parsed.cluster, user_id=user_id, missing=Outcome.INVALID)
+    if isinstance(found, Answer):
+        return found
+    decision = services.access.decide(user_id=user_id, action=Action.OPERATE, org_id=found.org)
+    if not decision.allowed:
+        return Answer(blocks.refusal(decision.reason), Outcome.REFUSED, found.org, decision.reason)
+    if found.backend is not Backend.HYPERPOD:  # said before the backend's own "no changes without the API"
+        error = UsageError(
+            f"Deep health checks are HyperPod's (StartClusterHealthCheck); `{found.ref}` is a "
+            f"{found.backend.label} cluster.",
+            usage,
+        )
+        return Answer(blocks.usage_error(error), Outcome.INVALID, found.org, error.message)
+    try:
+        await services.changes.check_changeable(found)
+    except NotPlanned as not_planned:
+        return _not_planned(not_planned, usage)
+    except ClusterBusy as busy:
+        return _busy(busy, found.org)
+    try:
+        planned = await plan_check(
+            services.changes,
+            found,
+            node_ids=parsed.node_ids,
+            checks=chosen_checks(stress=parsed.stress, connectivity=parsed.connectivity),
+            dry_run=parsed.dry_run,
+            user_id=user_id,
+            channel_id=channel_id,
+        )
+    except NotPlanned as not_planned:
+        return _not_planned(not_planned, usage)
+    except PlanPending as pending:
+        return _pending(services, pending, found.org)
+    detail = "dry run" if planned.operation_id is None else f"proposed as {planned.operation_id}"
+    return Answer(check_plan(planned), org_id=found.org, detail=detail)
+
+
 async def _start_plan(call: Call, parsed: StartFleet) -> Answer:
     services, user_id, channel_id, usage = call.services, call.user_id, call.channel_id, call.spec.usage
     found = await _cluster_to_change(services, parsed.cluster, user_id=user_id, usage=usage)
@@ -448,6 +490,7 @@ CLUSTER_COMMAND = SlashCommand(
         "start": _start_plan,
         "replace": _node_plan,
         "reboot": _node_plan,
+        "check": _check_plan,
         "delete": _delete_plan,
         "throughput": _throughput,
         "audit": _audit,

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bot.alerts.kind import Action, Bucket
+from bot.alerts.severity import ordered, severity
 from bot.clusters.model import Backend
 from storage.models import Episode, EpisodeKind
 
@@ -30,8 +31,12 @@ class FaultyNodeKind:
     def actions(self, rows: Sequence[Episode]) -> tuple[Action, ...]:
         # Replace and reboot act on one node of HyperPod, as on a failed node's alert.
         hyperpod = len(rows) == 1 and rows[0].backend == Backend.HYPERPOD.value and bool(rows[0].node_ids)
-        node = (Action.REPLACE, Action.REBOOT) if hyperpod else ()
-        return (Action.ACKNOWLEDGE, *node, Action.SILENCE)
+        node = (Action.REPLACE, Action.REBOOT, Action.CHECK) if hyperpod else ()
+        actions = (Action.ACKNOWLEDGE, *node, Action.SILENCE)
+        if len(rows) != 1:
+            return actions
+        row = rows[0]
+        return ordered(actions, severity([row.message, row.diagnosis], faulty=True))
 
 
 KIND = FaultyNodeKind()

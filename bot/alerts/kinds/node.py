@@ -7,7 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bot.alerts.kind import Action, Bucket
+from bot.alerts.severity import ordered, severity
 from bot.clusters.model import Backend
+from bot.clusters.progress import CHECKING
 from bot.monitor.episodes import GONE, LEAVING
 from storage.models import Episode, EpisodeKind
 
@@ -24,8 +26,14 @@ class NodeKind:
         # whose node is leaving or gone (its status follows the node): there is nothing left to act on.
         one_hyperpod_node = len(rows) == 1 and rows[0].storm_id is None and rows[0].backend == Backend.HYPERPOD.value
         left = bool(rows) and rows[0].status in LEAVING | {GONE}
-        node = (Action.REPLACE, Action.REBOOT) if one_hyperpod_node and not left else ()
-        return (Action.ACKNOWLEDGE, *node, Action.SILENCE)
+        node: tuple[Action, ...] = (Action.REPLACE, Action.REBOOT) if one_hyperpod_node and not left else ()
+        if node and rows[0].status != CHECKING:  # one in a check already: its result comes, no second one
+            node = (*node, Action.CHECK)
+        actions = (Action.ACKNOWLEDGE, *node, Action.SILENCE)
+        if len(rows) != 1:
+            return actions
+        row = rows[0]
+        return ordered(actions, severity([row.status, row.message, row.failed_message, row.diagnosis]))
 
 
 KIND = NodeKind()
