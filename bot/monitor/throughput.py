@@ -49,8 +49,9 @@ inactive and silence is not an anomaly; a sample after `end` starts the job agai
 Any cadence (issue 23): the time scales follow the job's own reporting interval (the median of its last 15), so a
 job reporting every 10 s and one reporting every 5 minutes get the same detection: time between samples counts up to
 3 intervals (at least 2 minutes), the recent window holds 2.5 intervals, a block 6, the baseline window 10; a stall
-needs `stall_after` and 2.5 intervals of silence. A job reporting less often than every 15 minutes gets no slowdown
-judged, and `too_sparse` says why.
+needs `stall_after` (and, for a job reporting less often than every 2 minutes, one more interval: the sample after
+a pause comes that much after it) and 2.5 intervals of silence. A job reporting less often than every 15 minutes gets
+no slowdown judged, and `too_sparse` says why.
 
 Slow from the start (issue 23): a run (after `start`, or a sample after `end`) is compared, once its first block is
 in, with the last healthy run's baseline: on the same `nodes` at or below 70% of it, or at or below 50% when either
@@ -261,8 +262,17 @@ class JobDetector:
 
     @property
     def stall_after(self) -> timedelta:
-        """The silence that makes a stall for this job: stall_after, or 2.5 of its intervals if longer."""
-        return self._scaled(self.thresholds.stall_after, STALL_INTERVALS)
+        """The silence that makes a stall for this job: `stall_after`, and for a job reporting less often than
+        every RECENT_WINDOW one more of its intervals; never less than 2.5 of its intervals. A pause is silent
+        for its own length and the interval until the sample after it: `stall_after` allows that interval for
+        a job reporting every minute or two (what it was set for), but at a 5-minute cadence a checkpoint of 2
+        minutes, with the report due as it began left out, is 12-13 minutes without a sample: a pause shorter
+        than `stall_after`, which is no stall."""
+        if self._interval_s is None:
+            return self.thresholds.stall_after
+        interval = timedelta(seconds=self._interval_s)
+        extra = interval if interval > RECENT_WINDOW else timedelta(0)
+        return max(self.thresholds.stall_after + extra, STALL_INTERVALS * interval)
 
     @property
     def baseline(self) -> float | None:
