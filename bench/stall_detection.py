@@ -295,6 +295,8 @@ def all_rows(traces: Sequence[Trace]) -> Iterator[tuple[float, int, float | None
 
 def as_csv_rows(traces: Sequence[Trace]) -> Iterator[dict[str, str]]:
     names = [trace.name for trace in traces]
+    # the held-out and third generators' samples say their nodes (a restart on fewer nodes is then no slow start)
+    nodes = [getattr(trace, "nodes_at", None) for trace in traces]
     cache: dict[float, str] = {}
     for ts, index, value, event in all_rows(traces):
         text = cache.get(ts)
@@ -312,6 +314,7 @@ def as_csv_rows(traces: Sequence[Trace]) -> Iterator[dict[str, str]]:
             "job": names[index],
             "tokens_per_second": "" if value is None else f"{value:.1f}",
             "event": event or "",
+            "nodes": "" if (said := nodes[index]) is None else str(said(ts)),
         }
 
 
@@ -431,9 +434,14 @@ class Score:
     extra_alerts: int
     causes: dict[str, int]
     silences: int  # false alerts that are stalls: the rows had no progress for longer than stall_after there
+    degradations: int = 0  # degradation notices (issue 23): none is injected here, so each is one too many
 
 
 def score(traces: Sequence[Trace], alerts: list[tuple[int, float, str]]) -> Score:
+    # Degradation notices (issue 23) are low-urgency and counted apart: these traces inject no 5-8 % lasting drop,
+    # so every one is a notice too many (the done-when: at most 0.1 per job-week).
+    degradations = sum(kind == "degradation" for _, _, kind in alerts)
+    alerts = [alert for alert in alerts if alert[2] != "degradation"]
     by_job: dict[int, list[tuple[float, str]]] = {}
     for job, at, kind in alerts:
         by_job.setdefault(job, []).append((at, kind))
@@ -487,6 +495,7 @@ def score(traces: Sequence[Trace], alerts: list[tuple[int, float, str]]) -> Scor
         extra,
         causes,
         silences,
+        degradations,
     )
 
 
@@ -508,7 +517,8 @@ def report(name: str, result: Score, job_weeks: float, rate: float) -> None:
     cells += [spread(result.down_at_alert), f"{found}/{total} ({100 * found / total:.0f}%)" if total else "n/a"]
     causes = ", ".join(f"{count} {cause}" for cause, count in sorted(result.causes.items())) or "none"
     slow = (result.false_alerts - result.silences) / job_weeks
-    cells += [f"{result.false_alerts / job_weeks:.2f} ({causes})", f"{slow:.2f}", f"{rate:,.0f}"]
+    cells += [f"{result.false_alerts / job_weeks:.2f} ({causes})", f"{slow:.2f}"]
+    cells += [f"{result.degradations / job_weeks:.2f} ({result.degradations})", f"{rate:,.0f}"]
     print("| " + " | ".join(cells) + " |")
 
 
@@ -516,7 +526,8 @@ HEADER = (
     "| detector | hangs | delay p50/p90/max (min) | severe slowdowns (20-55%) | delay | moderate (61-70%) | delay "
     "| gradual (to 50% in 1-3 h) | delay | gradual: % down at alert p50/p90/max "
     "| gradual over 2 h or more: told by 25% down "
-    "| false alerts per job-week (what the job was doing) | of them not stalls | rows/s |"
+    "| false alerts per job-week (what the job was doing) | of them not stalls "
+    "| degradation notices per job-week | rows/s |"
 )
 
 
@@ -531,7 +542,7 @@ def run_all(title: str, traces: Sequence[Trace], end: float, weeks: int, runs: l
         f"{sum(trace.restarts for trace in traces)} restarts; incidents: {counts}\n"
     )
     print(HEADER)
-    print("|---" * 15 + "|")
+    print("|---" * 16 + "|")
     notes = []
     for name, thresholds, factory in runs:
         if thresholds is None:

@@ -12,7 +12,8 @@ It shares nothing with the main generator but the output format, and its noise m
 - checkpoints every 30-90 minutes (1-5 minutes, zeros or absent, partial samples either side) and long
   evaluation pauses every 6-12 hours (5-9 minutes, always absent);
 - restarts (`end`, 5-40 minutes down, `start`, 1-15 minutes initialising, a 3-10 minute ramp), 1-4 a week, on
-  0.5-2 x the nodes;
+  0.5-2 x the nodes (which the samples' `nodes` say, as the README's client does: issue 23's rule tells a restart
+  at half the rate without `nodes` as slow from the start);
 - incidents, a week: 2 hangs (15-120 minutes; zeros or absent), 2 severe slowdowns (to 15-55 % for 15-90
   minutes), 2 moderate ones (to 61-70 % for 20-150 minutes) and 2 gradual ones (a linear decline to 50 % over
   1-3 hours, 20-60 minutes there, then back).
@@ -22,6 +23,7 @@ It shares nothing with the main generator but the output format, and its noise m
 
 from __future__ import annotations
 
+import bisect
 import math
 import random
 from collections.abc import Iterator
@@ -60,6 +62,15 @@ class Spans:
         return None
 
 
+NODES = 16  # each job's first run; a restart on 0.5-2 x the nodes says so in its samples' `nodes` (issue 23)
+
+
+def nodes_at(runs: list[tuple[float, int]], ts: float) -> int:
+    """The nodes of the run under way at `ts` (the first run's before it began)."""
+    at = bisect.bisect_right([start for start, _ in runs], ts) - 1
+    return runs[max(0, at)][1] if runs else NODES
+
+
 @dataclass
 class HeldOutJob:
     index: int
@@ -78,6 +89,10 @@ class HeldOutJob:
     edges: list[float] = field(default_factory=list)  # partial samples here (either side of a pause)
     ramps: list[tuple[float, float]] = field(default_factory=list)
     shifts: list[tuple[float, float]] = field(default_factory=list)  # (from, factor): data-mix steps
+    nodes: list[tuple[float, int]] = field(default_factory=list)  # (start, nodes) of each run, as its samples say
+
+    def nodes_at(self, ts: float) -> int:
+        return nodes_at(self.nodes, ts)
 
     def factor(self, ts: float) -> float:
         """The incidents' multiplier at ts (1.0 outside them)."""
@@ -164,8 +179,10 @@ def plan_heldout(index: int, epoch0: float, weeks: int, seed: int) -> HeldOutJob
     busy: list[tuple[float, float]] = []  # where nothing else may go: down, warming up, incidents
     begin = epoch0
     runs: list[tuple[float, float]] = []
+    scale = 1.0
     for stop in [*cuts, epoch0 + seconds]:
         job.events.append((begin, "start"))
+        job.nodes.append((begin, max(1, round(NODES * scale))))
         init = rng.uniform(60, 900)
         ramp = rng.uniform(180, 600)
         job.ramps.append((begin + init, begin + init + ramp))
@@ -178,7 +195,8 @@ def plan_heldout(index: int, epoch0: float, weeks: int, seed: int) -> HeldOutJob
             job.quiet.append((stop, stop + down + init + ramp, "restart"))
             busy.append((stop - 1800, stop + down))
             begin = stop + down
-            rate *= rng.choice([0.5, 0.75, 1.0, 1.0, 1.0, 1.5, 2.0])
+            more = rng.choice([0.5, 0.75, 1.0, 1.0, 1.0, 1.5, 2.0])
+            rate, scale = rate * more, scale * more
     # data-mix shifts
     at = epoch0 + rng.uniform(2, 10) * 3600
     while at < epoch0 + seconds:
@@ -287,6 +305,10 @@ class ThirdJob:
     silent: list[tuple[float, float]] = field(default_factory=list)
     zeros: list[tuple[float, float]] = field(default_factory=list)
     dips: list[float] = field(default_factory=list)  # one partial sample at the first sample after each of these
+    nodes: list[tuple[float, int]] = field(default_factory=list)  # (start, nodes) of each run, as its samples say
+
+    def nodes_at(self, ts: float) -> int:
+        return nodes_at(self.nodes, ts)
 
     def factor(self, ts: float) -> float:
         for incident in self.incidents:
@@ -367,8 +389,10 @@ def plan_third(index: int, epoch0: float, weeks: int, seed: int) -> ThirdJob:
     busy: list[tuple[float, float]] = []
     begin = epoch0
     ready_spans: list[tuple[float, float]] = []
+    scale = 1.0
     for stop in [*cuts, epoch0 + seconds]:
         job.events.append((begin, "start"))
+        job.nodes.append((begin, max(1, round(NODES * scale))))
         ramp = rng.uniform(120, 900)
         ready = begin + rng.uniform(180, 1200) + ramp
         job.runs.append((begin, ready, stop, rate, ramp))
@@ -380,7 +404,8 @@ def plan_third(index: int, epoch0: float, weeks: int, seed: int) -> ThirdJob:
             busy.append((stop - 1800, stop + down))
             begin = stop + down
             job.quiet.append((stop, begin, "restart"))
-            rate *= rng.choice([0.5, 0.6, 0.75, 1.0, 1.0, 1.25, 1.5])
+            more = rng.choice([0.5, 0.6, 0.75, 1.0, 1.0, 1.25, 1.5])
+            rate, scale = rate * more, scale * more
     for run_index in range(1, len(job.runs)):  # a restart is quiet until its ramp is over
         start, ready = job.runs[run_index][0], job.runs[run_index][1]
         job.quiet.append((start, ready, "restart"))
