@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from bot.alerts.kind import AlertKind, Bucket
-from bot.alerts.kinds import capacity, cluster, faulty, idle, job, node
+from bot.alerts.kinds import capacity, cluster, degradation, faulty, idle, job, node
 
 KINDS: Mapping[str, AlertKind] = {
-    kind.name: kind for kind in (node.KIND, cluster.KIND, job.KIND, faulty.KIND, capacity.KIND, idle.KIND)
+    kind.name: kind
+    for kind in (node.KIND, cluster.KIND, job.KIND, faulty.KIND, capacity.KIND, idle.KIND, degradation.KIND)
 }
 
 
