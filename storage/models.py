@@ -321,6 +321,7 @@ class ThroughputSample(SQLModel, table=True):
     step: int | None = Field(default=None, sa_column=Column(BigInteger(), nullable=True))
     event: str | None = Field(default=None, max_length=8)  # "start" | "end"
     received_at: datetime = _utc_column(nullable=False)
+    nodes: int | None = None  # the nodes the job runs on, when its sender says (a slow restart on the same nodes)
 
     @property
     def value(self) -> float | None:

@@ -504,6 +504,28 @@ async def job_events(
     return (await session.exec(query)).all()
 
 
+async def job_nodes(
+    session: AsyncSession, *, org_ids: Sequence[str], since: datetime, until: datetime
+) -> list[tuple[str, str, str, int, datetime, datetime]]:
+    """(org, cluster, job, nodes, first, last): the span of raw samples in [since, until) that said each number of
+    nodes, per job (a few rows a job: grouped in SQL), for goodput's accelerators per run."""
+    sample = ThroughputSample.__table__.c  # type: ignore[attr-defined]
+    query = (
+        sa_select(
+            sample.org_id,
+            sample.cluster,
+            sample.job,
+            sample.nodes,
+            type_coerce(func.min(sample.ts), UtcDateTime()),
+            type_coerce(func.max(sample.ts), UtcDateTime()),
+        )
+        .where(sample.org_id.in_(org_ids), sample.nodes.is_not(None), sample.ts >= since, sample.ts < until)
+        .group_by(sample.org_id, sample.cluster, sample.job, sample.nodes)
+    )
+    connection = await session.connection()
+    return [(o, c, j, int(n), first, last) for o, c, j, n, first, last in (await connection.execute(query)).all()]
+
+
 async def job_minutes(
     session: AsyncSession, *, org_id: str, cluster: str, job: str, since: datetime, until: datetime
 ) -> list[tuple[datetime, int, float]]:

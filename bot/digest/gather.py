@@ -253,6 +253,14 @@ async def gather_week(
 LOOK_BACK = timedelta(hours=1)  # a job reporting this long before the window was not (re)starting in it
 
 
+def run_nodes(run: Run, said: Sequence[tuple[int, datetime, datetime]]) -> int | None:
+    """Pure: the nodes a run's samples said (`said`: each number and the span of the samples that said it), the
+    one whose span overlaps the run longest; None when none did (the run takes every accelerator node)."""
+    overlaps = [(min(last, run.end) - max(first, run.start), count) for count, first, last in said]
+    best = max((o for o in overlaps if o[0] >= timedelta(0)), default=None)
+    return best[1] if best is not None else None
+
+
 def stall_after(program: ProgramConfig, org_id: str) -> timedelta:
     """The org's `stall_after_minutes` (its own, or the program's)."""
     org = program.org(org_id)
@@ -305,6 +313,7 @@ async def gather_goodput(
         )
         reported = await tracking.job_runs(session, org_ids=ids, since=since - LOOK_BACK, until=until)
         events = await tracking.job_events(session, org_ids=ids, since=since - LOOK_BACK, until=until)
+        said = await tracking.job_nodes(session, org_ids=ids, since=since - LOOK_BACK, until=until)
         for row in episodes:
             if row.status != STALL and row.id is not None:
                 start, end = tracking.began(row), min(row.closed_at or until, until)
@@ -335,9 +344,12 @@ async def gather_goodput(
     for row in episodes:
         if row.status == STALL and row.closed_at is not None and row.closed_at < until:
             starts[(row.org_id, row.cluster_name, row.node_key)].append(row.closed_at)
+    nodes_said: dict[tuple[str, str, str], list[tuple[int, datetime, datetime]]] = defaultdict(list)
+    for org_id, cluster, job, count, first, last in said:
+        nodes_said[(org_id, cluster, job)].append((count, first, last))
     runs: dict[str, list[Run]] = defaultdict(list)
     for (org_id, cluster, job), found in stretches.items():
-        runs[org_id] += runs_of(
+        of_job = runs_of(
             found,
             starts.get((org_id, cluster, job), ()),
             cluster_name=cluster,
@@ -345,6 +357,8 @@ async def gather_goodput(
             stall_after=bounds[org_id],
             warmup=WARMUP,
         )
+        told = nodes_said.get((org_id, cluster, job), [])
+        runs[org_id] += [replace(run, nodes=run_nodes(run, told)) for run in of_job]
     by_org: dict[str, dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
     for state in changes:
         by_org[state.org_id]["changes"].append(_state(state))

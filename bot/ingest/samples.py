@@ -2,7 +2,8 @@
 
 A body is one sample object, a JSON list of them, or {"samples": [...]}. A sample:
     {"org": "kumo-labs", "cluster": "kumo-p5-train", "job": "llama-70b-run3", "ts": "2026-11-30T09:00:00Z",
-     "tokens_per_second": 412000.5, "step": 1200, "event": "start"}
+     "tokens_per_second": 412000.5, "step": 1200, "event": "start", "nodes": 16}
+(`nodes`, optional: the nodes the job runs on; a run that starts again slow on the same nodes is a slowdown.)
 Either every sample is accepted or none is: one bad sample refuses the batch, with a reason per bad sample
 (its index and every problem found in it, whatever their kind). The status is 403 when every problem is one
 of authorization (a sample of another org than the token's), else 400: a batch that is also malformed needs
@@ -29,10 +30,11 @@ MAX_BATCH = 1000
 FUTURE_SLACK = timedelta(minutes=5)  # clock skew allowed between a training host and Pitcrew
 EVENTS = ("start", "end")
 VALUE_KEYS = ("tokens_per_second", "samples_per_second")
-KEYS = ("org", "cluster", "job", "ts", *VALUE_KEYS, "step", "event")
+KEYS = ("org", "cluster", "job", "ts", *VALUE_KEYS, "step", "event", "nodes")
 CLUSTER_RE = re.compile(r"[A-Za-z0-9-]{1,63}")
 JOB_RE = re.compile(r"[A-Za-z0-9._:/-]{1,128}")
 MAX_STEP = 2**63 - 1  # BIGINT
+MAX_NODES = 2**31 - 1  # INTEGER
 CLUSTERS_SHOWN = 20  # an org's clusters listed in a refusal; more are counted
 SHAPE = 'send one sample object, a JSON list of them, or {"samples": [...]}'
 EXAMPLE = '{"org": "ORG", "cluster": "CLUSTER", "job": "JOB", "tokens_per_second": 1234.5}'
@@ -223,6 +225,13 @@ def _check(item: Any, *, org_id: str, now: datetime, max_age: timedelta) -> tupl
     if step is not None and (isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= MAX_STEP):
         problems.append(f"step must be a whole number of 0 or more (the training step), not {step!r}")
 
+    nodes = item.get("nodes")
+    if nodes is not None and (isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= MAX_NODES):
+        problems.append(
+            f"nodes must be a whole number of 1 or more (the nodes the job runs on, e.g. nodes: 16), not {nodes!r}; "
+            "or leave it out"
+        )
+
     if problems:
         return None, problems
     assert ts is not None and isinstance(org, str) and isinstance(cluster, str) and isinstance(job, str)
@@ -237,6 +246,7 @@ def _check(item: Any, *, org_id: str, now: datetime, max_age: timedelta) -> tupl
             step=step,
             event=event,
             received_at=now,
+            nodes=nodes,
         ),
         [],
     )

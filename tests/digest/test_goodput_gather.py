@@ -174,3 +174,26 @@ def test_a_start_inside_a_run_splits_it_and_a_slowdowns_fraction_leaves_pauses_o
     assert missing_fraction(before, [(2, 1400.0)] * 10) == pytest.approx(0.3)
     assert missing_fraction([], [(2, 1400.0)], [(2, 2000.0)]) == pytest.approx(0.3), "no minutes before: after"
     assert missing_fraction([], [(2, 1400.0)]) == 0.0 and missing_fraction(before, []) == 0.0
+
+
+async def test_a_job_whose_samples_say_its_nodes_holds_those_and_the_rest_is_idle(db: Database) -> None:
+    """Issue 23: a job takes every accelerator node of its cluster unless its samples carry `nodes`. 4 x p5 (32
+    GPUs); the job reports every minute for 4 hours on 2 nodes, then restarts on all 4 for 2 hours."""
+    async with db.session() as session:
+        await tracking.record_cluster_states(
+            session, org_id=ORG, held={("hyperpod", CLUSTER, "p5.48xlarge"): 4}, at=at(-24)
+        )
+        on_two = [s.model_copy(update={"nodes": 2}) for s in minutes(0, 4, 1000)]
+        on_four = [s.model_copy(update={"nodes": 4}) for s in minutes(4, 6, 2000)]
+        start = ThroughputSample(
+            org_id=ORG, cluster=CLUSTER, job=JOB, ts=at(4), event="start", received_at=at(4), nodes=4
+        )
+        await crud.store_samples(session, samples=[*on_two, start, *on_four[1:]])
+    facts = (await gather_goodput(db, program=PROGRAM, since=at(0), until=WEEK.end, now=at(6)))[ORG]
+    assert [run.nodes for run in sorted(facts.runs, key=lambda r: r.start)] == [2, 4]
+    value = goodput(facts)
+    parts = {name: round(hours, 3) for name, hours in value.parts()}
+    assert value.held == pytest.approx(32 * 6)
+    assert parts["idle"] == pytest.approx(16 * 4), "the 2 nodes the job did not say it used, for 4 hours"
+    assert parts["restarts and warm-up"] == pytest.approx(round(16 * 10 / 60 + 32 * 10 / 60, 3))
+    assert parts["training"] == pytest.approx(round(16 * (4 - 10 / 60) + 32 * (2 - 10 / 60), 3))

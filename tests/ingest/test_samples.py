@@ -285,7 +285,7 @@ def test_an_unknown_event(event: Any) -> None:
 def test_unknown_keys_are_named() -> None:
     assert reason(one(tps=5, gpu="h100")) == (
         "unknown key(s) 'tps', 'gpu'; the keys are org, cluster, job, ts, tokens_per_second, "
-        "samples_per_second, step, event"
+        "samples_per_second, step, event, nodes"
     )
 
 
