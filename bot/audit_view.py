@@ -28,9 +28,19 @@ TRACK_VIEW, TRACK_ADD = "track_add_record", "track_add"
 LAUNCH_VIEW, LAUNCH_OPEN = "launch_form", "launch_open"  # bot.slack.launch_form
 ACK, SILENCE, UNSILENCE = "alert_ack", "alert_silence", "alert_unsilence"
 ALERT_REPLACE, ALERT_REBOOT = "alert_replace", "alert_reboot"
+ALERT_CHECK, WATCH = "alert_check", "alert_watch"  # Run deep health check, Watch (bot.slack.alerts)
 FLEET_START = "fleet_start"  # bot.slack.blocks.START_FLEET_ACTION: a stopped fleet's Start button
-KINDS = ("launch", "scale", "reboot", "replace", "delete", "stop_fleet", "start_fleet")  # bot.clusters.progress.Kind
-NOUNS = {"stop_fleet": "compute fleet stop", "start_fleet": "compute fleet start"}
+KINDS = (
+    "launch",
+    "scale",
+    "reboot",
+    "replace",
+    "delete",
+    "stop_fleet",
+    "start_fleet",
+    "check",
+)  # bot.clusters.progress.Kind
+NOUNS = {"stop_fleet": "compute fleet stop", "start_fleet": "compute fleet start", "check": "deep health check"}
 
 # (command, first word of the entry's text or None for any): the entries an `--action` filter keeps.
 Match = tuple[str, str | None]
@@ -54,6 +64,8 @@ BUTTONS = {
     ACK: "Acknowledge",
     ALERT_REPLACE: "Replace node",
     ALERT_REBOOT: "Reboot node",
+    ALERT_CHECK: "Run deep health check",
+    WATCH: "Watch",
     FLEET_START: "Start compute fleet",
     UNSILENCE: "Unsilence",
     **{action: f"Silence {action.rsplit('_', 1)[1]} h" for action in SILENCES},
@@ -71,13 +83,14 @@ ACTIONS: dict[str, tuple[Match, ...]] = {
     "scale": (*_change("scale"), *_change("stop_fleet")[1:]),  # a shrink may need the fleet stopped first
     "replace": _change("replace", (ALERT_REPLACE, None), (CLICK, ALERT_REPLACE)),
     "reboot": _change("reboot", (ALERT_REBOOT, None), (CLICK, ALERT_REBOOT)),
+    "check": _change("check", (ALERT_CHECK, None), (CLICK, ALERT_CHECK)),
     "delete": _change("delete", *_clicks(DELETE_OPEN), (DELETE_VIEW, None), (FORM, DELETE_VIEW)),
     "start": (("/cluster", "start"), *_change("start_fleet")[1:], *_clicks(FLEET_START)),
     "confirm": (*_clicks(CONFIRM, LEGACY_CONFIRM), (DELETE_VIEW, None), (FORM, DELETE_VIEW)),
     "cancel": _clicks(CANCEL, LEGACY_CANCEL),
-    "ack": _clicks(ACK),
+    "ack": _clicks(ACK, WATCH),
     "silence": (*_clicks(*SILENCES, UNSILENCE), (SILENCE, None)),
-    "alerts": (*_clicks(ACK, *SILENCES, UNSILENCE, ALERT_REPLACE, ALERT_REBOOT), (SILENCE, None)),
+    "alerts": (*_clicks(ACK, WATCH, *SILENCES, UNSILENCE, ALERT_REPLACE, ALERT_REBOOT, ALERT_CHECK), (SILENCE, None)),
     "track": (("/track", None), (TRACK_VIEW, None), (FORM, TRACK_VIEW), *_clicks(TRACK_ADD)),
     "digest": (("/digest", None),),
     **{read: (("/cluster", read),) for read in ("list", "status", "nodes", "templates", "throughput", "audit")},
@@ -255,7 +268,7 @@ def describe(
         noun, target = _operation(text)
         actor += "'s"
         what = f"{noun} of {code(target, limit=TEXT_LIMIT)} ended"
-    elif command in (ACK, SILENCE, UNSILENCE, ALERT_REPLACE, ALERT_REBOOT):
+    elif command in (ACK, WATCH, SILENCE, UNSILENCE, ALERT_REPLACE, ALERT_REBOOT, ALERT_CHECK):
         cluster, extra = _alert(text, ids=ids)
         target = code(cluster, limit=TEXT_LIMIT)
         what = {
@@ -264,6 +277,8 @@ def describe(
             UNSILENCE: f"ended the silence of {target}{extra}",
             ALERT_REPLACE: f"asked from an alert to replace a node of {target}{extra}",
             ALERT_REBOOT: f"asked from an alert to reboot a node of {target}{extra}",
+            ALERT_CHECK: f"asked from an alert for a deep health check of a node of {target}{extra}",
+            WATCH: f"watches the alert on {target}{extra}",
         }[command]
     elif command == FLEET_START:
         what = f"asked with a button to start the compute fleet of {code(text, limit=TEXT_LIMIT)}"

@@ -69,6 +69,12 @@ def welcome(sandbox: Sandbox) -> blocks.Reply:
         "a minute the throughput alert with its chart appears; *Recover jobs* closes it. "
         "`/cluster throughput kumo-p5-train` shows the rates and a chart",
         _culprit_line(sandbox),
+        f"• *Deep health checks*: on the seeded failed node's alert in #{first.id}, press *Run deep health check*, "
+        "then Confirm: the node goes `DeepHealthCheckInProgress` and fails it (XID 79), the alert says so and puts "
+        "Replace node first; `/cluster check kumo-p5-train NODE [--stress] [--connectivity]` checks any node "
+        "(a healthy one passes and is Running again)",
+        "• *Provisioning failed*: `mori-finance/mori-p5-finetune` (continuous provisioning) could not add nodes for "
+        "lack of capacity (InsufficientInstanceCapacity): its alert is in #mori-finance after the first sweep",
         f"• *Idle accelerators*: `{IDLE_ORG}/{IDLE_CLUSTER}` runs no job; {IDLE_AFTER_HOURS * 60:g} minutes after the "
         f"start its notice in #{IDLE_ORG} says what its P5 nodes cost a day (and here in one line), edited as the "
         "idle time grows",
@@ -201,7 +207,7 @@ def run_demo(*, host: str = "127.0.0.1", port: int = 3000, open_browser: bool = 
     server, endpoint = start_moto_server()
     try:
         with aws_environment(endpoint):
-            report = seed_program(load_program(EXAMPLE_PROGRAM), endpoint_url=endpoint)
+            report = seed_program(load_program(EXAMPLE_PROGRAM), endpoint_url=endpoint, provisioning_failure=True)
             # Seeded clusters start InService; what is launched from now on takes a little while, as on AWS
             # (minutes there, seconds here), so the progress message has something to show.
             set_hyperpod_progress(3.0, create_seconds=8.0)

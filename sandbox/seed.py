@@ -82,16 +82,27 @@ class _Fault:
     index: int  # which accelerator node of the cluster (wraps around small clusters)
     status: str  # HyperPod ClusterInstanceStatus, or "stopped" / "impaired" for EC2
     message: str = ""
+    # What a deep health check of the node finds (sandbox.moto_support.set_deep_health_check_result): the hardware
+    # faults fail it, as they would on AWS; None: it passes.
+    check_finds: str | None = None
 
 
 FAULTS: tuple[_Fault, ...] = (
-    _Fault("hyperpod", "kumo-p5-train", 7, "Failure", "Node health check failed: GPU XID 79 (fallen off the bus)"),
+    _Fault(
+        "hyperpod",
+        "kumo-p5-train",
+        7,
+        "Failure",
+        "Node health check failed: GPU XID 79 (fallen off the bus)",
+        check_finds="InstanceStress: GPU 5 not found by DCGM diagnostics (XID 79, fallen off the bus)",
+    ),
     _Fault(
         "hyperpod",
         "sakura-trn1-pretrain",
         3,
         "Failure",
         "Node health check failed: Neuron device 5 reported an uncorrectable memory error (NeuronCore hardware error)",
+        check_finds="InstanceStress: Trainium device 5 failed the HBM memory test (uncorrected ECC errors)",
     ),
     _Fault(
         "hyperpod",
@@ -103,6 +114,15 @@ FAULTS: tuple[_Fault, ...] = (
     _Fault("hyperpod", "tsubame-p5-sft", 5, "Pending", "Provisioning a replacement instance"),
     _Fault("pcluster", "fuji-p5-pretrain", 11, "stopped", "Stopped by the sandbox seed (instance stopped)"),
     _Fault("pcluster", "hikari-p5-llm", 4, "impaired", "Instance status check failed: reachability"),
+)
+
+
+# The Continuous-provisioning cluster (HyperPod on EKS): its cluster events are read, and `seed_program(...,
+# provisioning_failure=True)` (the demo) records a scale-up that found no capacity, which Pitcrew alerts.
+CONTINUOUS_CLUSTER = "mori-p5-finetune"
+CAPACITY_FAILURE = (
+    "InsufficientInstanceCapacity: We currently do not have sufficient ml.p5.48xlarge capacity in the Availability "
+    "Zone you requested (us-east-1a). Our system will be working on provisioning additional capacity."
 )
 
 
@@ -269,6 +289,16 @@ def _fake_id(prefix: str, *parts: str, length: int = 17) -> str:
     return f"{prefix}-{hashlib.sha256('/'.join(parts).encode()).hexdigest()[:length]}"
 
 
+def _orchestration(account: str, region: str, name: str) -> dict[str, Any]:
+    """The cluster's orchestrator and provisioning mode: the Continuous-provisioning cluster is orchestrated by
+    EKS, as continuous provisioning needs (moto 5.2.5 keeps no Orchestrator; the sandbox's moto_support keeps
+    NodeProvisioningMode); the others by Slurm."""
+    if name != CONTINUOUS_CLUSTER:
+        return {"Orchestrator": {"Slurm": {"SlurmConfigStrategy": "Managed"}}}
+    eks = f"arn:aws:eks:{region}:{account}:cluster/{name}-eks"
+    return {"Orchestrator": {"Eks": {"ClusterArn": eks}}, "NodeProvisioningMode": "Continuous"}
+
+
 def _seed_hyperpod(clients: _OrgClients, plan: ClusterPlan) -> SeededCluster:
     org = clients.org
     account = clients.account_id
@@ -299,7 +329,7 @@ def _seed_hyperpod(clients: _OrgClients, plan: ClusterPlan) -> SeededCluster:
             "SecurityGroupIds": [_fake_id("sg", account, org.id)],
             "Subnets": [_fake_id("subnet", account, org.aws.region, org.id)],
         },
-        Orchestrator={"Slurm": {"SlurmConfigStrategy": "Managed"}},
+        **_orchestration(account, org.aws.region, plan.name),
         NodeRecovery="Automatic",
         Tags=[{"Key": ORG_TAG, "Value": org.id}],
     )
@@ -402,6 +432,10 @@ def _inject(clusters: list[SeededCluster], ec2_by_org: dict[str, Any]) -> list[U
                 moto_support.set_hyperpod_node_status(
                     cluster.account_id, cluster.region, cluster.name, node_id, fault.status, fault.message
                 )
+                if fault.check_finds:
+                    moto_support.set_deep_health_check_result(
+                        cluster.account_id, cluster.region, cluster.name, node_id, fault.check_finds
+                    )
             elif fault.status == "stopped":
                 ec2_by_org[cluster.org_id].stop_instances(InstanceIds=[node_id])
             else:
@@ -428,6 +462,22 @@ def _inject(clusters: list[SeededCluster], ec2_by_org: dict[str, Any]) -> list[U
     return unhealthy
 
 
+def _capacity_failure(clusters: Sequence[SeededCluster]) -> None:
+    """The Continuous-provisioning cluster tried to add nodes to its workers and found no capacity: the event AWS
+    records (ListClusterEvents, DescribeClusterEvent's FailureMessage)."""
+    cluster = next((c for c in clusters if c.name == CONTINUOUS_CLUSTER), None)
+    if cluster is None:
+        return
+    moto_support.add_hyperpod_cluster_event(
+        cluster.account_id,
+        cluster.region,
+        cluster.name,
+        description=f"Failed to scale up instance group {WORKER_GROUP}: 0 of 4 instances launched",
+        instance_group=WORKER_GROUP,
+        failure_message=CAPACITY_FAILURE,
+    )
+
+
 def seed_program(
     program: ProgramConfig,
     *,
@@ -435,11 +485,14 @@ def seed_program(
     unhealthy: bool = True,
     session: boto3.Session | None = None,
     plans: Sequence[ClusterPlan] | None = None,
+    provisioning_failure: bool = False,
 ) -> SeedReport:
     """Create the program's clusters in a fresh moto server; see the module docstring.
 
     session: base credentials (default: the standard chain, else moto's dummy keys).
     plans: the clusters to create (default: plan_program(program)).
+    provisioning_failure: the Continuous-provisioning cluster's scale-up failed for capacity (a cluster event,
+    InsufficientInstanceCapacity), as the demo shows it; tests that want it ask for it.
     """
     started = time.perf_counter()
     moto_support.apply_moto_patches()  # realistic node ids and settable health, whoever started the server
@@ -460,4 +513,6 @@ def seed_program(
     clusters = [cluster for org_result in results for cluster in org_result]
     faults = _inject(clusters, {org_id: c.ec2 for org_id, c in org_clients.items()}) if unhealthy else []
     reserved = seed_reserved_capacity(clusters)
+    if provisioning_failure:
+        _capacity_failure(clusters)
     return SeedReport(clusters=clusters, unhealthy=faults, seconds=time.perf_counter() - started, reserved=reserved)

@@ -9,6 +9,7 @@ from datetime import timedelta
 from bot.access import Action
 from bot.clusters.changes import ClusterBusy, FleetStopOffered, NotPlanned, PlanPending, Shown
 from bot.clusters.checks import chosen_checks, plan_check
+from bot.clusters.fleet import describe_error
 from bot.clusters.model import Backend, Cluster
 from bot.commands import (
     CLUSTER,
@@ -359,10 +360,15 @@ async def _check_plan(call: Call, parsed: CheckNodes) -> Answer:
         return Answer(blocks.usage_error(error), Outcome.INVALID, found.org, error.message)
     try:
         await services.changes.check_changeable(found)
+        # Read fresh, not from the listing cache: a node may have gone into a check (or left) seconds ago.
+        found = await services.fleet.get(found.org, found.backend, found.name) or found
     except NotPlanned as not_planned:
         return _not_planned(not_planned, usage)
     except ClusterBusy as busy:
         return _busy(busy, found.org)
+    except Exception as error:
+        said = f"Could not read `{found.ref}`: {describe_error(error)}"
+        return Answer(blocks.problem(said), Outcome.FAILED, found.org, said)
     try:
         planned = await plan_check(
             services.changes,
