@@ -38,6 +38,7 @@ __all__ = [
     "SeededCluster",
     "UnhealthyNode",
     "plan_program",
+    "seed_capacity_failure",
     "seed_program",
 ]
 
@@ -462,7 +463,7 @@ def _inject(clusters: list[SeededCluster], ec2_by_org: dict[str, Any]) -> list[U
     return unhealthy
 
 
-def _capacity_failure(clusters: Sequence[SeededCluster]) -> None:
+def seed_capacity_failure(clusters: Sequence[SeededCluster]) -> None:
     """The Continuous-provisioning cluster tried to add nodes to its workers and found no capacity: the event AWS
     records (ListClusterEvents, DescribeClusterEvent's FailureMessage)."""
     cluster = next((c for c in clusters if c.name == CONTINUOUS_CLUSTER), None)
@@ -514,5 +515,5 @@ def seed_program(
     faults = _inject(clusters, {org_id: c.ec2 for org_id, c in org_clients.items()}) if unhealthy else []
     reserved = seed_reserved_capacity(clusters)
     if provisioning_failure:
-        _capacity_failure(clusters)
+        seed_capacity_failure(clusters)
     return SeedReport(clusters=clusters, unhealthy=faults, seconds=time.perf_counter() - started, reserved=reserved)

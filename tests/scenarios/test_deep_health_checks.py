@@ -13,7 +13,7 @@ import pytest
 
 from bot.alerts.desk import WATCH_FOR
 from sandbox.moto_support import hyperpod_progress, reset_moto_server, set_hyperpod_node_status
-from sandbox.seed import FAULTS
+from sandbox.seed import CONTINUOUS_CLUSTER, FAULTS, seed_capacity_failure
 from sandbox.slack import Message
 from sandbox.world import Sandbox
 from storage import crud
@@ -259,3 +259,15 @@ async def test_a_diverging_node_offers_watch_first_which_acknowledges_and_remind
         desk.clock = clock
     assert sum(":alarm_clock:" in t for t in thread(world, alert)) == 1
     assert ("alert_watch", "done") in await audit(world)
+
+
+async def test_the_sandbox_continuous_cluster_shows_its_capacity_failure(world: Sandbox, seeded_aws: SeededAws) -> None:
+    """What `make run` seeds for the demo (seed_program(provisioning_failure=True)): the Continuous-provisioning
+    cluster's failed scale-up is one 'Provisioning failed' alert in its org's channel, naming the capacity."""
+    seed_capacity_failure(seeded_aws.report.clusters)
+    await sweep(world)
+    await sweep(world)
+    alerts = [m for m in world.slack.channel_messages("C0MORIFIN") if CONTINUOUS_CLUSTER in m.text]
+    assert len(alerts) == 1, [m.text for m in alerts]
+    text = body(alerts[0])
+    assert "Provisioning failed" in text and "InsufficientInstanceCapacity" in text and WORKERS in text
