@@ -10,6 +10,7 @@ which closes it, or Failure); these lines say what the check found, which the st
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 
 from bot.alerts.desk import AlertDesk
 from bot.alerts.kind import Tone
@@ -22,6 +23,7 @@ from storage.models import Episode, EpisodeKind, Operation, OperationStatus
 
 log = logging.getLogger(__name__)
 CHECK_WORD = "Deep health check"
+LOOK_AHEAD = timedelta(days=7)  # longer than any check runs: alerts closed after it started and before it ended
 FOLLOWED = frozenset({EpisodeKind.NODE.value, EpisodeKind.FAULTY_NODE.value, EpisodeKind.JOB.value})
 
 
@@ -75,16 +77,27 @@ class CheckFollower:
                 why = f": {result.message}" if result.message else ""
                 line = f"{CHECK_WORD} failed: {result.status}{why}"
                 said = (
-                    f":x: {CHECK_WORD} of `{node_id}` failed ({checks}): `{result.status}`{why}. "
+                    f"{CHECK_WORD} of `{node_id}` failed ({checks}): `{result.status}`{why}. "
                     "Replace node gives it new hardware."
                 )
                 await self._tell(row, line, said, tone=Tone.WORSE)
 
     async def _alerts_of(self, operation: Operation, request: CheckRequest) -> list[tuple[Episode, str]]:
-        """The open alerts of the cluster that name a checked node (its current node), with that node."""
+        """The alerts of the cluster that name a checked node (as their current node), with that node: those open,
+        and those closed since the check started (a failed node's alert closes when a sweep sees it Running
+        again, which may come before the check's watch calls it over)."""
         checked = set(request.successful or request.node_ids)
         async with self._desk.db.session() as session:
-            rows = await crud.open_episodes(session, org_id=operation.org_id)
+            rows = list(await crud.open_episodes(session, org_id=operation.org_id))
+            if operation.started_at is not None:
+                recent = await crud.episodes_between(
+                    session,
+                    org_id=operation.org_id,
+                    since=operation.started_at,
+                    until=operation.started_at + LOOK_AHEAD,
+                )
+                seen = {row.id for row in rows}
+                rows += [r for r in recent if r.state != "open" and r.id not in seen and r.closed_at is not None]
         found = []
         for row in rows:
             if row.kind not in FOLLOWED or row.cluster_name != operation.cluster_name or not row.node_ids:

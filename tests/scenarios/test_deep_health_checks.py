@@ -138,7 +138,9 @@ async def test_a_deep_health_check_runs_from_the_alert_and_its_failure_is_posted
     done = await finished(world, f"Deep health check of kumo-labs/{TRAIN}")
     assert "Done:" in done.text and "failed the deep health check" in done.text and done.edits >= 1
     assert status_of(seeded_aws, node) == ("Failure", f"Deep health check failed: {SEEDED_XID}")
-    await world.slack.wait_for(lambda m: m.thread_ts == alert.ts and ":x: Deep health check of" in m.text)
+    await world.slack.wait_for(
+        lambda m: m.thread_ts == alert.ts and "Deep health check of" in m.text and "failed (" in m.text
+    )
     await world.pitcrew.services.drain()
     said = thread(world, alert)
     assert sum("Deep health check of" in t and "failed" in t for t in said) == 1, said
