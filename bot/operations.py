@@ -38,6 +38,8 @@ from storage.models import Operation, OperationStatus, Outcome, utcnow
 log = logging.getLogger(__name__)
 
 STUCK_AFTER = timedelta(minutes=90)  # no visible change for this long: the change is reported as failed
+# A deep health check shows no change while it runs (its nodes stay DeepHealthCheckInProgress) and may take hours.
+CHECK_STUCK_AFTER = timedelta(hours=6)
 PLAN_TTL = timedelta(minutes=30)  # the default of PITCREW_PLAN_TTL_MINUTES
 
 
@@ -509,9 +511,9 @@ class Operations:
                 if line != last:
                     last, moved_at = line, self.clock()
                     await self._show(operation, line)
-                elif self.clock() - moved_at > STUCK_AFTER:
+                elif self.clock() - moved_at > (stuck := CHECK_STUCK_AFTER if kind is Kind.CHECK else STUCK_AFTER):
                     # e.g. a scale AWS cannot fill (no capacity): stop holding the cluster's one-change lock.
-                    minutes = int(STUCK_AFTER.total_seconds() // 60)
+                    minutes = int(stuck.total_seconds() // 60)
                     reason = f"no progress for {minutes} minutes; AWS shows: {line}"
                     await self._finish(operation, OperationStatus.FAILED, reason)
                     return
