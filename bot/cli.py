@@ -69,8 +69,58 @@ def check_config(settings: Settings, path: str | None) -> int:
         for problem in problems:
             print(f"  {problem}", file=sys.stderr)
         return 1
+    for warning in _quota_gap_warnings(program, _held_as_last_seen(settings.database_url)):
+        print(f"warning: {warning}", file=sys.stderr)
     print(f"OK: {summary(program)}; {len(templates)} templates ({', '.join(templates.ids)})")
     return 0
+
+
+def _held_as_last_seen(database_url: str) -> dict[str, dict[str, int]] | None:
+    """What each org's clusters held when Pitcrew last saw them (the clusters table), or None where there is no
+    database to read (a SQLite file not made yet is not created; an unreachable or unmigrated one is skipped)."""
+    from sqlalchemy.engine import make_url
+
+    from storage import crud
+    from storage.db import Database
+
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite" and not (url.database and Path(url.database).is_file()):
+        return None
+
+    async def read() -> dict[str, dict[str, int]]:
+        database = Database(url=database_url)
+        try:
+            async with database.session() as session:
+                rows = await crud.clusters_seen(session)
+        finally:
+            await database.dispose()
+        held: dict[str, dict[str, int]] = {}
+        for row in rows:
+            for instance_type, count in (row.instances or {}).items():
+                by_type = held.setdefault(row.org_id, {})
+                by_type[instance_type] = by_type.get(instance_type, 0) + int(count)
+        return held
+
+    try:
+        return asyncio.run(asyncio.wait_for(read(), timeout=DATABASE_WAIT))
+    except Exception:  # a warning's source, never a reason for check-config to fail
+        return None
+
+
+def _quota_gap_warnings(program: ProgramConfig, held: dict[str, dict[str, int]] | None) -> list[str]:
+    """One line per org whose clusters (as last seen) hold accelerators its quota does not list."""
+    from bot.clusters.held import quota_gaps
+
+    out = []
+    for index, org in enumerate(program.orgs):
+        gaps = quota_gaps(org, (held or {}).get(org.id, {}))
+        if gaps:
+            said = ", ".join(f"{t} ({n} held)" for t, n in gaps.items())
+            out.append(
+                f"orgs[{index}].quota: {org.id}'s clusters hold {said}, which its quota does not list: an "
+                "unlisted accelerator's quota is 0, so no launch or scale of it is allowed; list it with its limit"
+            )
+    return out
 
 
 # Ports other programs take by default, named when one of them is the likely reason a port is busy.

@@ -96,6 +96,16 @@ def normalize_instance_type(instance_type: str) -> str:
     return instance_type.removeprefix("ml.")
 
 
+# Accelerator families (P, G, Trn, Inf; DL for Gaudi): an org's quota limits them, listed or not.
+ACCELERATOR_FAMILY = re.compile(r"^(p|g|trn|inf|dl)\d")
+
+
+def is_accelerator_type(instance_type: str) -> bool:
+    """`p5.48xlarge`, `ml.g5.12xlarge`, `trn1n.32xlarge`, `inf2.xlarge`... (not `m5.*`, `c5.*`: head, controller
+    and login nodes)."""
+    return bool(ACCELERATOR_FAMILY.match(normalize_instance_type(instance_type)))
+
+
 def _check_role(value: Any) -> Any:
     if value not in ("operator", "viewer"):
         raise ValueError("role must be operator or viewer")
@@ -212,12 +222,30 @@ class OrgConfig(_Strict):
         return value
 
     def quota_for(self, instance_type: str) -> int | None:
-        """Allowed instances of a type, or None where the type is not limited."""
+        """Allowed instances of a type, or None where the type is not limited: an accelerator type the quota
+        does not list is allowed 0 (a gap in the quota is no blank cheque); other types (controller, head and
+        login nodes) are not limited."""
+        if self.quota_lists(instance_type):
+            wanted = normalize_instance_type(instance_type)
+            return next(n for t, n in self.quota.items() if normalize_instance_type(t) == wanted)
+        return 0 if is_accelerator_type(instance_type) else None
+
+    def quota_lists(self, instance_type: str) -> bool:
+        """Whether the org's quota names this type (with or without `ml.`)."""
         wanted = normalize_instance_type(instance_type)
-        for listed, allowed in self.quota.items():
-            if normalize_instance_type(listed) == wanted:
-                return allowed
-        return None
+        return any(normalize_instance_type(listed) == wanted for listed in self.quota)
+
+
+class ApprovalsConfig(_Strict):
+    """Which changes wait for a second person (bot.approvals): every key optional; without the block nothing does."""
+
+    delete: bool = Field(default=False, strict=True)  # every cluster delete
+    launch_over_usd_per_day: float | None = Field(default=None, ge=0)  # a launch estimated above this per day
+    nodes_over: int | None = Field(default=None, ge=0, strict=True)  # a launch or scale past this in one group
+    replace_or_reboot_over: int | None = Field(default=None, ge=0, strict=True)  # more nodes than this at once
+    approvers: Literal["admins", "operators"] = "admins"  # operators: another operator of the org, or an admin
+    count: int = Field(default=1, ge=1, le=10, strict=True)  # distinct approvers needed; any reject ends it
+    ttl_minutes: int = Field(default=60, ge=1, le=7 * 24 * 60, strict=True)  # then it expires and nothing runs
 
 
 class ProgramConfig(_Strict):
@@ -229,6 +257,7 @@ class ProgramConfig(_Strict):
     monitor: MonitorConfig = MonitorConfig()
     stall: StallConfig = StallConfig()
     orgs: list[OrgConfig] = Field(default_factory=list)
+    approvals: ApprovalsConfig | None = None
 
     @model_validator(mode="after")
     def _unique(self) -> ProgramConfig:
@@ -242,6 +271,12 @@ class ProgramConfig(_Strict):
             if org.channel in seen_channels:
                 problems.append(f"orgs[{index}].channel: {org.channel} is already {seen_channels[org.channel]}")
             seen_channels[org.channel] = f"the channel of {org.id}"
+        rules = self.approvals
+        if rules is not None and rules.approvers == "admins" and rules.count > len(self.admins):
+            problems.append(
+                f"approvals.count: {rules.count} approvers needed but the program has {len(self.admins)} admins "
+                "(approvers: admins); lower count, add admins, or use approvers: operators"
+            )
         if problems:
             raise ValueError("; ".join(problems))
         return self

@@ -584,7 +584,7 @@ class Changes:
         over = [line for line in quota if line.over]
         if over:
             said = "; ".join(
-                f"{line.instance_type}: held {line.held}, requested {line.requested} more, allowed {line.allowed}"
+                f"{line.instance_type}: held {line.held}, requested {line.requested} more, {line.allowed_text}"
                 for line in over
             )
             reason = (

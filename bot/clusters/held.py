@@ -12,11 +12,11 @@ deleted or failed hold more than what still runs."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from bot.clusters.model import Cluster, FleetPhase, Node, Phase
-from bot.config import normalize_instance_type
+from bot.config import OrgConfig, is_accelerator_type, normalize_instance_type
 
 # Node words (EC2 state, HyperPod instance status) of an instance that holds no capacity.
 _NOT_HELD = frozenset({"shutting-down", "terminated", "ShuttingDown"})
@@ -76,3 +76,13 @@ def back_on_start(cluster: Cluster) -> Counter[str]:
         return Counter()
     started = replace(cluster, extra={**cluster.extra, "compute_fleet": "RUNNING"})
     return cluster_held(started) - cluster_held(cluster)
+
+
+def quota_gaps(org: OrgConfig, held: Mapping[str, int]) -> dict[str, int]:
+    """Accelerator types an org's clusters hold that its quota does not list (their quota is 0), with the count
+    held: `pitcrew check-config` warns of them."""
+    gaps: Counter[str] = Counter()
+    for instance_type, count in held.items():
+        if count > 0 and is_accelerator_type(instance_type) and not org.quota_lists(instance_type):
+            gaps[normalize_instance_type(instance_type)] += count
+    return dict(sorted(gaps.items()))

@@ -176,6 +176,12 @@ class QuotaLine:
     held: int
     requested: int
     allowed: int | None  # None: not limited (controller, head and login nodes)
+    listed: bool = True  # False: an accelerator the org's quota does not list (allowed 0)
+
+    @property
+    def allowed_text(self) -> str:
+        """`allowed 16`, or for a type the quota does not list `allowed 0 (not in the org's quota)`."""
+        return f"allowed {self.allowed}" + ("" if self.listed else " (not in the org's quota)")
 
     @property
     def after(self) -> int:
@@ -210,7 +216,13 @@ def quota_lines(org: OrgConfig, *, held: Mapping[str, int], requested: Mapping[s
     for instance_type, count in requested.items():
         wanted[normalize_instance_type(instance_type)] += count
     return tuple(
-        QuotaLine(instance_type=t, held=held.get(t, 0), requested=n, allowed=org.quota_for(t))
+        QuotaLine(
+            instance_type=t,
+            held=held.get(t, 0),
+            requested=n,
+            allowed=org.quota_for(t),
+            listed=org.quota_lists(t) or org.quota_for(t) is None,
+        )
         for t, n in sorted(wanted.items())
     )
 
@@ -249,7 +261,7 @@ def plan_launch(
         raise PlanRefused(
             "Over quota: "
             + "; ".join(
-                f"{line.instance_type}: held {line.held}, requested {line.requested}, allowed {line.allowed}"
+                f"{line.instance_type}: held {line.held}, requested {line.requested}, {line.allowed_text}"
                 for line in over
             )
             + ". Ask for fewer nodes (--count), or ask a program admin to raise the quota."
@@ -329,8 +341,8 @@ def plan_scale(
         if over:
             line = over[0]
             raise PlanRefused(
-                f"Over quota: {line.instance_type}: held {line.held}, requested {line.requested} more, allowed "
-                f"{line.allowed}. Ask for fewer nodes, or ask a program admin to raise the quota."
+                f"Over quota: {line.instance_type}: held {line.held}, requested {line.requested} more, "
+                f"{line.allowed_text}. Ask for fewer nodes, or ask a program admin to raise the quota."
             )
     price = prices.price_per_hour(instance_type)
     lines: tuple[ReservationLine, ...] = ()
