@@ -8,7 +8,7 @@ confirmed it, and the progress follows it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -24,6 +24,21 @@ from tests.waiting import wait_for
 
 ALICE, BOB, HANA = "U0ALICE01", "U0BOB0001", "U0HANA001"
 KUMO, SAKURA = "C0KUMOLAB", "C0SAKURA1"
+
+
+def _quota_for_these_launches(program: ProgramConfig) -> ProgramConfig:
+    """sakura-ai may hold P5 and fuji-ml Trainium: an accelerator an org's quota does not list has quota 0."""
+    more = {"sakura-ai": {"p5.48xlarge": 16}, "fuji-ml": {"trn1.32xlarge": 8}}
+    orgs = [o.model_copy(update={"quota": {**o.quota, **more.get(o.id, {})}}) for o in program.orgs]
+    return program.model_copy(update={"orgs": orgs})
+
+
+@pytest.fixture
+async def sandbox(sandbox_factory: Callable[..., Any]) -> AsyncIterator[Sandbox]:
+    async with sandbox_factory(program_transform=_quota_for_these_launches) as world:
+        await world.pitcrew.ready.wait()
+        await world.pitcrew.services.drain()
+        yield world
 
 
 @pytest.fixture
@@ -58,7 +73,7 @@ async def test_a_one_line_launch_takes_the_orgs_defaults_and_confirmed_stays_rea
     assert plan.kind == "message" and "Confirm launch" in str(plan.blocks), text
     assert "arn:aws:iam::222222222222:role/SageMakerHyperPodExecutionRole" in text
     assert "s3://sagemaker-sakura-ai-lifecycle/base-config/" in text and '"InstanceCount": 16' in text
-    assert "p5.48xlarge: held 0 + 16 → 16 (not limited)" in text and "/hour" in text
+    assert "p5.48xlarge: held 0 + 16 → 16 of 16 allowed" in text and "/hour" in text
     await sandbox.slack.click(user_id=HANA, message=plan, action_id="operation_confirm")
     await sandbox.slack.wait_for(lambda m: "Launching sakura-ai/sakura-p5" in m.text and "Done" in m.text, timeout=20)
     confirmed = next(m for m in sandbox.slack.messages if m.ts == plan.ts)
