@@ -34,6 +34,7 @@ from bot.digest.facts import (
 )
 from bot.digest.goodput import ACCELERATORS, accelerators, combined, goodput
 from bot.digest.weeks import local_midnight, previous_week
+from bot.monitor.throughput import DEGRADATION
 
 __all__ = ["ACCELERATORS", "accelerators"]  # re-exported: the digest has always offered them here
 
@@ -310,7 +311,10 @@ def org_section(facts: OrgFacts, week: Week) -> OrgSection:
         requirement_changes=_of_kind(facts.records, RecordKind.REQUIREMENT),
         changes=tuple(sorted(facts.operations, key=lambda c: c.at)),
         attention=_attention(
-            open_incidents=len(facts.open_incidents), failures=failures, stalls=len(stalls), usage=usage
+            open_incidents=len(facts.open_incidents),
+            failures=failures,
+            stalls=sum(s.status != DEGRADATION for s in stalls),  # a degradation is low-urgency: no attention
+            usage=usage,
         ),
         idle_hours=idle_hours(facts.idle, since, until),
         goodput=goodput(facts.goodput, since, until) if facts.goodput else None,

@@ -10,6 +10,7 @@ characters of block text). The digest is split into several messages rather than
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -320,7 +321,7 @@ def digest_summary(digest: ProgramDigest) -> list[Reply]:
             or "none"
         ),
         f"*Node failures:* {totals.failures:,} · {hours_text(totals.gpu_hours_lost)} GPU-hours lost",
-        f"*Throughput episodes* (stalls and slowdowns): {totals.stalls:,}",
+        f"*Throughput episodes* (stalls, slowdowns and degradations): {totals.stalls:,}",
         f"*Open incidents:* {totals.incidents_open:,} · *milestones reached:* {totals.milestones:,}",
     ]
     if totals.idle_instance_hours > 0:
@@ -446,7 +447,8 @@ def org_digest(section: OrgSection, *, week: Week, program_name: str) -> list[Re
     if org.jobs:
         body += sections(["*Throughput* (median tokens/s, this week vs last)", *(_job_line(j) for j in org.jobs)])
     if org.stalls:
-        body += sections(["*Stalls and slowdowns*", *(_stall_line(s, tz) for s in org.stalls)])
+        heading = f"*Throughput episodes*: {episode_counts(org.stalls)}"
+        body += sections([heading, *(_stall_line(s, tz) for s in org.stalls)])
     body += _records_part(":checkered_flag: *Milestones*", org.milestones, tz)
     body += sections(_incident_lines(org, tz))
     body += _records_part(":memo: *Notes*", org.notes, tz)
@@ -504,6 +506,17 @@ def _job_line(job: JobTrend) -> str:
     change = round((job.ratio - 1) * 100)
     arrow = "↑" if change > 0 else "↓" if change < 0 else "→"
     return where + f"{now} vs {job.last_week:,.0f} {arrow} {abs(change)}%"
+
+
+EPISODE_KINDS = (("stall", "stalls"), ("slowdown", "slowdowns"), ("degradation", "degradations"))
+
+
+def episode_counts(stalls: Sequence[Stall]) -> str:
+    """Pure: "1 stall, 2 slowdowns, 1 degradation": an org's throughput episodes counted by kind."""
+    counts = Counter(s.status for s in stalls)
+    known = [f"{counts[one]} {one if counts[one] == 1 else many}" for one, many in EPISODE_KINDS if counts[one]]
+    other = sum(n for status, n in counts.items() if status not in dict(EPISODE_KINDS))
+    return ", ".join(known + ([f"{other} other"] if other else []))
 
 
 def _stall_line(stall: Stall, tz: ZoneInfo) -> str:

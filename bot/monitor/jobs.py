@@ -29,6 +29,7 @@ from zoneinfo import ZoneInfo
 
 from bot.alerts.desk import AlertDesk
 from bot.alerts.kind import Tone
+from bot.alerts.kinds import degradation as degradation_kind
 from bot.alerts.kinds import faulty as faulty_kind
 from bot.alerts.kinds import job as job_kind
 from bot.clusters.model import Backend
@@ -70,7 +71,7 @@ def thresholds_for(program: ProgramConfig, org_id: str) -> Thresholds:
 
 def sample_of(row: ThroughputSample) -> Sample:
     value = row.tokens_per_second if row.tokens_per_second is not None else row.samples_per_second
-    return Sample(ts=row.ts, value=value, event=row.event)
+    return Sample(ts=row.ts, value=value, event=row.event, nodes=row.nodes)
 
 
 def _advance(detector: JobDetector, until: datetime) -> list[Anomaly]:
@@ -210,6 +211,17 @@ def unreadable_text(failed: ReadFailed) -> str:
     return f"Per-node metrics could not be read: {failed.reason}"
 
 
+def degradation_text(anomaly: Anomaly, unit: str, now: datetime) -> str:
+    """Pure: a degradation notice's figures, in whole percent and whole hours (so its edits are few): how far
+    below its level the job runs and for how long."""
+    below = 100 * (1 - anomaly.current / anomaly.baseline) if anomaly.baseline > 0 else 0.0
+    hours = int((now - anomaly.start) / timedelta(hours=1))
+    return (
+        f"Down {below:.0f} % for {hours} h or more: about {anomaly.current:,.0f} {unit} against "
+        f"{anomaly.baseline:,.0f} {unit} in the 2 hours before. Low urgency: a lasting loss, not a failure."
+    )
+
+
 def unit_of(rows: Sequence[ThroughputSample]) -> str:
     return "samples/s" if rows and all(r.tokens_per_second is None for r in rows if r.event is None) else "tokens/s"
 
@@ -238,6 +250,7 @@ class Judged:
     rows: Sequence[ThroughputSample]
     detector: JobDetector
     ended: Sequence[Anomaly]
+    notice: Episode | None = None  # its open degradation notice
 
     @property
     def since(self) -> datetime | None:
@@ -245,7 +258,8 @@ class Judged:
         current = self.detector.current
         if current is None:
             return None
-        return (self.row.failing_since or self.row.opened_at) if self.row is not None else current.start
+        row = self.notice if current.kind == DEGRADATION else self.row
+        return (row.failing_since or row.opened_at) if row is not None else current.start
 
 
 Assessed = Verdict | ReadFailed | None  # the culprit; why it is not known; None when the org has no metrics
@@ -284,15 +298,19 @@ class ThroughputMonitor:
             self._pruned_at = now
         async with self._desk.db.session() as session:
             jobs = set(await crud.active_jobs(session, since=now - WINDOW))
-            open_rows = [r for r in await crud.open_episodes(session) if r.kind == job_kind.KIND.name]
+            opened = await crud.open_episodes(session)
+        open_rows = [r for r in opened if r.kind == job_kind.KIND.name]
+        notices = [r for r in opened if r.kind == degradation_kind.NAME]
         by_job = {(r.org_id, r.cluster_name, r.node_key): r for r in open_rows}
-        await self._desk.retry_unposted(open_rows)  # Slack failed the first time: post them now
+        by_notice = {(r.org_id, r.cluster_name, r.node_key): r for r in notices}
+        await self._desk.retry_unposted([*open_rows, *notices])  # Slack failed the first time: post them now
         judged: list[Judged] = []
-        checked = jobs | set(by_job)
+        checked = jobs | set(by_job) | set(by_notice)
         self._resume = {key: kept for key, kept in self._resume.items() if key in checked}  # jobs gone quiet
         for org_id, cluster, job in sorted(checked):
             try:
-                found = await self._judge(org_id, cluster, job, by_job.get((org_id, cluster, job)), now)
+                key = (org_id, cluster, job)
+                found = await self._judge(org_id, cluster, job, by_job.get(key), now, notice=by_notice.get(key))
             except Exception:
                 log.exception("throughput check of %s/%s %s failed", org_id, cluster, job)
                 continue
@@ -363,7 +381,9 @@ class ThroughputMonitor:
         async with self._desk.db.session() as session:
             return list(await crud.samples(session, org_id=org_id, cluster=cluster, job=job, since=since, until=until))
 
-    async def _judge(self, org_id: str, cluster: str, job: str, row: Episode | None, now: datetime) -> Judged | None:
+    async def _judge(
+        self, org_id: str, cluster: str, job: str, row: Episode | None, now: datetime, *, notice: Episode | None = None
+    ) -> Judged | None:
         since = now - WINDOW
         if row is not None:  # an open anomaly is judged against the healthy hour before it, however long it lasts
             since = max(min(since, (row.failing_since or row.opened_at) - BASELINE_BEFORE), now - LONGEST_REPLAY)
@@ -385,22 +405,26 @@ class ThroughputMonitor:
         detector, kept = resume_detector(history, thresholds, now, resume=resume, ended=ended)
         if kept is not None:
             self._resume[key] = kept
-        return Judged(org_id, cluster, job, row, rows, detector, ended)
+        return Judged(org_id, cluster, job, row, rows, detector, ended, notice)
 
     async def _act(self, judged: Judged, reads: MetricsReads, now: datetime) -> int:
         row, detector, rows = judged.row, judged.detector, judged.rows
         current = detector.current
-        if current is not None and current.kind == DEGRADATION:
-            current = None  # a low-urgency notice of its own, not a job alert (its kind is still to be wired)
+        degraded = current if current is not None and current.kind == DEGRADATION else None
+        # A degradation is a low-urgency notice of its own, not a job alert; one a slowdown took over is closed
+        # (saying so) before the slowdown's alert opens.
+        changed = await self._notice(judged, degraded, reads, now)
+        if degraded is not None:
+            current = None
         if current is None:
             if row is not None and detector.baseline is not None:  # no baseline: no verdict, nothing closes
                 await self._close(row, detector, rows, now, note="throughput is back", ended=judged.ended[-1:])
-                return 1
-            return 0
+                return changed + 1
+            return changed
         verdict = await self._assess(judged, reads, now)
         if row is None:
             await self._open(judged.org_id, judged.cluster, judged.job, current, detector, rows, now, verdict)
-            return 1
+            return changed + 1
         new_kind = row.status != current.kind
         # A new verdict is a new cause or a new first suspect; the order of the others may shift from one
         # minute to the next, and is not worth an edit and a note each time.
@@ -447,6 +471,92 @@ class ThroughputMonitor:
             if new_first:
                 await self._link_faulty(row)
         return 1
+
+    # -- degradation notices (issue 23) ------------------------------------------------------------------
+
+    async def _notice(self, judged: Judged, degraded: Anomaly | None, reads: MetricsReads, now: datetime) -> int:
+        """The job's degradation notice: opened once (in the org's channel only, with the culprit where the org
+        has per-node metrics and the chart in its thread), edited while it lasts as its figures or the culprit
+        change, closed when the job is back or a slowdown (or a hang) took over: that one has its own alert.
+        How many notices opened or closed."""
+        row, detector, rows = judged.notice, judged.detector, judged.rows
+        unit = unit_of(rows)
+        if degraded is None:
+            took_over = detector.current
+            if row is None or (took_over is None and detector.active and detector.baseline is None):
+                return 0  # none open, or a rebuilt detector still warming up: it cannot say the job is back
+            if took_over is not None:
+                note = f"It deepened into a {took_over.kind}, told in its own alert"
+            else:
+                note = "Throughput is back at its level"
+            said = named_text(row.cause, row.suspects)
+            message = f"{note}. {self._figures(detector, None, unit)}\n{said}".strip()
+            if not await self._desk.close(row, {"closed_at": now, "updated_at": now, "message": message[:1000]}):
+                return 0
+            if not row.silenced:
+                silence = await self._desk.silence_for(row.org_id, row.backend, row.cluster_name)
+                tone = Tone.NEWS if took_over is not None else Tone.RECOVERED
+                await self._desk.note(row, f"{note}.", cluster=None, silence=silence, tone=tone, coordination=False)
+            return 1
+        verdict = await self._assess(judged, reads, now)
+        if row is None:
+            cause = await self._cause(judged.org_id, judged.cluster, degraded.start, now, verdict=verdict, row=None)
+            columns: dict[str, Any] = {}
+            if isinstance(verdict, Verdict):
+                columns = await self._verdict_values(judged.org_id, judged.cluster, verdict)
+            columns["node_ids"] = []  # a notice offers no node buttons: nothing is down
+            opened = await self._desk.open(
+                Episode(
+                    org_id=judged.org_id,
+                    backend=job_kind.SOURCE,
+                    cluster_name=judged.cluster,
+                    node_key=judged.job,
+                    kind=degradation_kind.NAME,
+                    state="open",
+                    status=degradation_kind.STATUS,
+                    message=f"{degradation_text(degraded, unit, now)}\n{cause}".strip()[:1000],
+                    opened_at=now,
+                    failing_since=degraded.start,
+                    updated_at=now,
+                    **columns,
+                )
+            )
+            if opened is None or not opened.channel_id:
+                return 0  # another replica opened it, and posts it
+            silence = await self._desk.silence_for(judged.org_id, opened.backend, judged.cluster)
+            await self._desk.announce([opened], silence=silence)
+            if opened.message_ts and not opened.silenced:
+                await self._chart(opened, now, thread_ts=opened.message_ts, anomaly=degraded)
+                if isinstance(verdict, Verdict) and verdict.suspects and verdict.chart is not None:
+                    await upload_peer_chart(self._desk, opened, verdict.chart, thread_ts=opened.message_ts)
+            return 1
+        # Open: edited as its figures (whole percent, whole hours) or the culprit change.
+        new_verdict = isinstance(verdict, Verdict) and (verdict.cause.value, list(verdict.suspects[:1])) != (
+            row.cause,
+            list(row.suspects[:1]),
+        )
+        cause = await self._cause(row.org_id, row.cluster_name, degraded.start, now, verdict=verdict, row=row)
+        message = f"{degradation_text(degraded, unit, now)}\n{cause}".strip()[:1000]
+        if message == row.message and not new_verdict:
+            return 0
+        values: dict[str, Any] = {"updated_at": now, "message": message}
+        if isinstance(verdict, Verdict) and new_verdict:
+            values.update(await self._verdict_values(row.org_id, row.cluster_name, verdict))
+            values["node_ids"] = []
+        first_named = isinstance(verdict, Verdict) and bool(verdict.suspects) and not row.suspects
+        await self._desk.update(row, values)
+        if row.silenced or not row.message_ts:
+            return 0
+        silence = await self._desk.silence_for(row.org_id, row.backend, row.cluster_name)
+        if new_verdict:
+            line = self._culprit_line(verdict, row)
+            note = line if line.startswith("Per-node metrics") else f"Per-node metrics now say: {line}"
+            await self._desk.note(row, escape(note), cluster=None, silence=silence, coordination=False)
+            if first_named and isinstance(verdict, Verdict) and verdict.chart is not None:
+                await upload_peer_chart(self._desk, row, verdict.chart, thread_ts=row.message_ts)
+        else:
+            await self._desk.edit(row.channel_id, row.message_ts, await self._desk.render(row, None, silence))
+        return 0
 
     async def _link_faulty(self, row: Episode) -> None:
         """The node this job alert now names already has a faulty_node alert open (it diverged before the job
