@@ -70,14 +70,19 @@ def test_an_open_faulty_node_alert_names_node_cause_and_evidence_with_the_node_b
     reply = SlackAlerts().alert(faulty_kind.KIND, view(row))
     assert f"Faulty node: {NODE} of kumo-labs/kumo-p5-train (thermal)" in reply.text
     assert "GPU 3 at 1,210 MHz and 92 °C, peers 1,980 MHz" in str(reply.blocks)
+    # A thermal divergence on HyperPod: Watch first (nothing has failed yet), a deep health check offered.
     assert action_ids(reply) == {
+        "alert_watch",
         "alert_ack",
+        "alert_check",
         "alert_replace",
         "alert_reboot",
         "alert_silence_1",
         "alert_silence_4",
         "alert_silence_24",
     }
+    first = next(b["elements"][0]["action_id"] for b in reply.blocks if b["type"] == "actions")
+    assert first == "alert_watch"
     line = SlackAlerts().coordination(faulty_kind.KIND, view(row), channel="C0KUMOLAB")
     assert NODE in line.text and "thermal" in line.text and "<#C0KUMOLAB>" in str(line.blocks)
 
