@@ -496,3 +496,47 @@ class DoctorResult(SQLModel, table=True):
     ran_at: datetime = _utc_column(nullable=False)
     ok: bool
     problems: str = _text(4000, default="")  # one failing check per line: "NAME: what is wrong and the fix"
+
+
+class Approval(SQLModel, table=True):
+    """A change waiting for approval (bot.approvals): one per operation, so a retried or repeated "Request
+    approval" finds the one there is. It ends in one conditional UPDATE from pending (approved, rejected,
+    expired), so the change it holds runs at most once across replicas."""
+
+    __tablename__ = "approvals"
+    __table_args__ = (
+        UniqueConstraint("operation_id", name="uq_approvals_operation"),
+        Index("ix_approvals_status_expires", "status", "expires_at"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    operation_id: str = _text(32)
+    org_id: str = _text(40)
+    requested_by: str = _text(24)  # the change's requester: never its approver
+    requested_at: datetime = _utc_column(nullable=False)
+    rule: str = _text(40)  # the `approvals:` key the change met ("launch_over_usd_per_day")
+    why: str = _text(400)  # "estimated $21,000/day > $5,000"
+    approvers: str = _text(16)  # "admins" | "operators", as the program file said when it was asked
+    needed: int  # distinct approvals it takes
+    expires_at: datetime = _utc_column(nullable=False)
+    status: str = _text(16)  # bot.approvals.state.Status
+    channel_id: str = _text(24, default="")  # where the request message is
+    message_ts: str | None = _text(32, default=None)
+    thread_ts: str | None = _text(32, default=None)  # the plan's thread, where its progress goes too
+    decided_by: str | None = _text(24, default=None)  # the last approver, or who rejected it
+    decided_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime()))
+    reason: str = _text(1000, default="")  # a rejection's reason
+
+
+class ApprovalVote(SQLModel, table=True):
+    """One approver's click on an approval request: one row per person, so a repeated click counts once."""
+
+    __tablename__ = "approval_votes"
+    __table_args__ = (UniqueConstraint("approval_id", "user_id", name="uq_approval_votes_user"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    approval_id: int = Field(index=True)
+    user_id: str = _text(24)
+    vote: str = _text(16)  # bot.approvals.state.Verdict
+    reason: str = _text(1000, default="")
+    at: datetime = _utc_column(nullable=False)

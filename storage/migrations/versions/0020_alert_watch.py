@@ -2,7 +2,7 @@
 claimed by one conditional update, so it is posted once)
 
 Revision ID: 0020
-Revises: 0018
+Revises: 0019
 Create Date: 2026-12-06 23:00:00
 """
 
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0020"
-down_revision: str | None = "0018"  # 0019 is reserved for other work not merged yet: it goes in between
+down_revision: str | None = "0019"  # approvals (issue 24), which went in after this was written
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
