@@ -31,6 +31,7 @@ from bot.actor import actor_team, set_actor
 from bot.alerts.checks import CheckFollower
 from bot.alerts.desk import AlertDesk
 from bot.alerts.escalation import Escalation
+from bot.approvals.desk import ApprovalDesk
 from bot.audit import AuditLog
 from bot.capacity.monitor import CapacityMonitor
 from bot.capacity.service import CapacityService
@@ -62,6 +63,7 @@ from bot.operations import Operations
 from bot.scheduler import LeaderScheduler, Monitors
 from bot.services import Services
 from bot.slack.alerts import SlackAlerts
+from bot.slack.approvals import SlackApprovals
 from bot.slack.operations import SlackProgress
 from bot.slack.poster import Poster
 from bot.tracking.parse import TRACK
@@ -146,6 +148,29 @@ def build_services(
         readers=readers,
         faulty=FaultyNodeMonitor(desk=desk),
     )
+    operations = Operations(
+        db=db,
+        fleet=fleet,
+        poster=poster,
+        audit=audit,
+        access=access,
+        tz=ZoneInfo(program.timezone),
+        presenter=SlackProgress(),
+        plan_ttl=timedelta(minutes=settings.pitcrew_plan_ttl_minutes),
+        on_change=home.changed,
+        on_progress=CheckFollower(desk=desk, fleet=fleet),  # a deep health check followed in its nodes' alerts
+        approvals=program.approvals,
+        prices=templates.prices,
+    )
+    approvals = ApprovalDesk(
+        db=db,
+        operations=operations,
+        access=access,
+        audit=audit,
+        poster=poster,
+        presenter=SlackApprovals(tz=ZoneInfo(program.timezone)),
+        on_change=home.changed,
+    )
     scheduler, lease, monitors = None, None, None
     if settings.pitcrew_monitor:
         queue_url = program.monitor.event_queue_url
@@ -161,6 +186,7 @@ def build_services(
             queue=queue,
             capacity=CapacityMonitor(desk=desk, capacity=capacity),
             escalation=escalation,
+            approvals=approvals if program.approvals is not None else None,  # the expiry sweep
         )
     if settings.pitcrew_monitor or settings.pitcrew_digest:
         # A replica without the monitors leads only among the digest-only ones ("digest"), so it never holds
@@ -185,18 +211,8 @@ def build_services(
         poster=poster,
         audit=audit,
         templates=templates,
-        operations=Operations(
-            db=db,
-            fleet=fleet,
-            poster=poster,
-            audit=audit,
-            access=access,
-            tz=ZoneInfo(program.timezone),
-            presenter=SlackProgress(),
-            plan_ttl=timedelta(minutes=settings.pitcrew_plan_ttl_minutes),
-            on_change=home.changed,
-            on_progress=CheckFollower(desk=desk, fleet=fleet),  # a deep health check followed in its nodes' alerts
-        ),
+        operations=operations,
+        approvals=approvals,
         alerts=desk,
         monitor=monitor,
         throughput=throughput,

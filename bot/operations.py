@@ -21,6 +21,7 @@ from typing import Any, Literal, Protocol
 from zoneinfo import ZoneInfo
 
 from bot.access import AccessPolicy, Action
+from bot.approvals.rules import Needed, needed
 from bot.audit import AuditLog
 from bot.audit_view import CANCEL, CONFIRM  # the buttons' action ids, the audit log's command names
 from bot.clusters import requests
@@ -28,6 +29,8 @@ from bot.clusters.fleet import Fleet, describe_error, request_id
 from bot.clusters.model import Backend, Cluster
 from bot.clusters.pending import NODE_KINDS, moved
 from bot.clusters.progress import Kind, State, Watch, judge
+from bot.clusters.templates import PriceTable
+from bot.config import ApprovalsConfig
 from bot.iam.denied import AccessProblem
 from bot.mrkdwn import escape
 from bot.publishing import Publisher, Reply
@@ -112,6 +115,15 @@ class PlanMoved:
 
 
 @dataclass(frozen=True)
+class NeedsApproval:
+    """The change meets a rule of `approvals:`: Confirm does not start it; bot.approvals.desk asks for approval."""
+
+    operation: Operation
+    needed: Needed
+    replaces = False
+
+
+@dataclass(frozen=True)
 class Started:
     operation: Operation
     replaces = True
@@ -133,9 +145,12 @@ Decision = (
     | AlreadyDecided
     | StartFailed
     | PlanMoved
+    | NeedsApproval
     | Started
     | Cancelled
 )
+
+APPROVAL_RUN = "approval_run"  # the audit entry of an approved change starting by itself (bot.audit_view)
 
 
 class ProgressPresenter(Protocol):
@@ -177,6 +192,10 @@ class Operations:
     # Told when a change has started (AWS accepted it) and when it has finished: the alerts that follow it
     # (bot.alerts.checks: a deep health check's result in the alerts of its nodes).
     on_progress: Callable[[Operation, Phase], Awaitable[None]] | None = None
+    # The program file's `approvals:` rules and the prices its cost rule reads (bot.approvals.rules): a change
+    # that meets one is not started by Confirm, only once approved (bot.approvals.desk).
+    approvals: ApprovalsConfig | None = None
+    prices: PriceTable | None = None
     _watchers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     _plan_locks: dict[tuple[str, str, str], asyncio.Lock] = field(default_factory=dict)
 
@@ -286,27 +305,47 @@ class Operations:
         decision = self.access.decide(user_id=user_id, action=Action.OPERATE, org_id=operation.org_id)
         return None if decision.allowed else decision.reason
 
+    def needs_approval(self, operation: Operation) -> Needed | None:
+        """The rule of `approvals:` this planned change meets, or None (bot.approvals.rules, on the stored request,
+        so the plan's button and this gate never disagree)."""
+        if self.approvals is None or self.prices is None:
+            return None
+        return needed(self.approvals, kind=operation.kind, request=operation.request or {}, prices=self.prices)
+
     async def confirm(
-        self, operation_id: str, *, user_id: str, name_typed: bool = False, thread_ts: str | None = None
+        self,
+        operation_id: str,
+        *,
+        user_id: str,
+        name_typed: bool = False,
+        thread_ts: str | None = None,
+        approved_by: Sequence[str] = (),
     ) -> Decision:
         """What came of the click (bot.slack.operations renders it); `replaces` once it started.
 
         `name_typed`: confirmed from the delete modal, where the cluster's name was typed; a delete is
         started in no other way, whatever a button payload says. `thread_ts`: the thread the plan is in (a
-        plan asked for by @mention is in the mention's thread): its progress goes there too."""
+        plan asked for by @mention is in the mention's thread): its progress goes there too. `approved_by`: the
+        approvers of a change that needed approval (bot.approvals.desk, on the last approval; `user_id` is the
+        last of them): it runs with its requester's rights, and the approval's own expiry, not the plan's,
+        decided whether it was in time. Without it a change that needs approval is not started (NeedsApproval)."""
         operation = await self.get(operation_id)
         if operation is None:
             return PlanUnknown(run_again=True)
         noun = Kind(operation.kind).noun
         if operation.kind == Kind.DELETE.value and not name_typed:
             return NameNotTyped()
-        refusal = self.may_decide(operation, user_id)
+        refusal = self.may_decide(operation, operation.requested_by if approved_by else user_id)
         if refusal:
             self.record(operation, user_id=user_id, command=CONFIRM, outcome=Outcome.REFUSED, detail=refusal)
             return NotAllowed(refusal)
-        expired = self.expired(operation, user_id=user_id, command=CONFIRM)
-        if expired:
-            return expired
+        if not approved_by:
+            expired = self.expired(operation, user_id=user_id, command=CONFIRM)
+            if expired:
+                return expired
+            need = self.needs_approval(operation) if operation.status == OperationStatus.PLANNED.value else None
+            if need is not None:
+                return NeedsApproval(operation, need)
         if operation.status == OperationStatus.PLANNED.value and operation.kind != Kind.LAUNCH.value:
             other = await self.busy(
                 org_id=operation.org_id, backend=Backend(operation.backend), cluster_name=operation.cluster_name
@@ -334,7 +373,17 @@ class Operations:
                     return OtherChangeRunning(other)
             state = current.status if current else "gone"
             return AlreadyDecided(noun=noun, state=state, by=current.confirmed_by if current else None)
-        self.record(operation, user_id=user_id, command=CONFIRM, outcome=Outcome.ALLOWED, detail="confirmed")
+        if approved_by:
+            approvers = ", ".join(f"<@{approver}>" for approver in approved_by)
+            self.record(
+                operation,
+                user_id=operation.requested_by,
+                command=APPROVAL_RUN,
+                outcome=Outcome.ALLOWED,
+                detail=f"approved by {approvers}; started",
+            )
+        else:
+            self.record(operation, user_id=user_id, command=CONFIRM, outcome=Outcome.ALLOWED, detail="confirmed")
         operation.confirmed_by = user_id
         operation.status = OperationStatus.RUNNING.value
         ts = await self._post_progress(operation, user_id, thread_ts)

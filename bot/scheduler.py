@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Protocol
 from zoneinfo import ZoneInfo
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -47,6 +48,13 @@ class Monitors:
     queue: EventQueue | None = None
     capacity: CapacityMonitor | None = None  # reserved capacity's ending notices
     escalation: Escalation | None = None  # unacknowledged alerts posted again in the coordination channel
+    approvals: ApprovalSweep | None = None  # approval requests past their expiry ended (nothing runs)
+
+
+class ApprovalSweep(Protocol):
+    """bot.approvals.desk.ApprovalDesk: ends the requests past their expiry (also checked at every click)."""
+
+    async def sweep(self) -> int: ...
 
 
 class LeaderScheduler:
@@ -96,6 +104,8 @@ class LeaderScheduler:
             jobs.append(("capacity check", monitors.capacity.check, CAPACITY_CHECK_SECONDS, FIRST_SWEEP_DELAY))
         if monitors is not None and monitors.escalation is not None:  # as often as the sweep looks at nodes
             jobs.append(("alert escalation", monitors.escalation.check, self._sweep_seconds, FIRST_SWEEP_DELAY))
+        if monitors is not None and monitors.approvals is not None:  # as often as the sweep looks at nodes
+            jobs.append(("approval expiry", monitors.approvals.sweep, self._sweep_seconds, FIRST_SWEEP_DELAY))
         for name, work, seconds, first in jobs:
             self.scheduler.add_job(
                 self._on_leader,

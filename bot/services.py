@@ -14,6 +14,7 @@ from bot import audit_view
 from bot.access import AccessPolicy
 from bot.alerts.desk import AlertDesk
 from bot.alerts.escalation import Escalation
+from bot.approvals.desk import ApprovalDesk
 from bot.audit import AuditLog
 from bot.capacity.service import CapacityService
 from bot.clusters.changes import Changes
@@ -60,6 +61,7 @@ class Services:
     capacity: CapacityService | None = None  # reserved capacity per org (/cluster capacity, plans, Home)
     idle: IdleMonitor | None = None  # idle-accelerator notices (told each sweep's listings)
     escalation: Escalation | None = None  # unacknowledged alerts posted again (run by the scheduler)
+    approvals: ApprovalDesk | None = None  # changes waiting for approval (the program file's `approvals:`)
     home: HomeTab | None = None  # the App Home tab: published on app_home_opened, refreshed after changes
     clock: Callable[[], datetime] = utcnow
     bot_user_id: str | None = None  # Pitcrew's own Slack user (auth.test): its mention is no part of a command

@@ -6,6 +6,7 @@ from slack_bolt.async_app import AsyncApp
 
 from bot.digest.render import TRACK_ADD_ACTION
 from bot.slack.alerts import ACK_ACTION, CHECK_ACTION, REBOOT_ACTION, REPLACE_ACTION, UNSILENCE_ACTION, WATCH_ACTION
+from bot.slack.approvals import APPROVE_ACTION, REJECT_ACTION
 from bot.slack.blocks import CANCEL_ACTION, CONFIRM_ACTION, DELETE_OPEN_ACTION, START_FLEET_ACTION
 from bot.slack.launch_form import LAUNCH_OPEN_ACTION
 from handlers.actions.alerts import (
@@ -16,6 +17,7 @@ from handlers.actions.alerts import (
     unsilence_callback,
     watch_callback,
 )
+from handlers.actions.approvals import approve_callback, open_reject_callback
 from handlers.actions.operations import cancel_callback, confirm_callback, open_delete_callback, start_fleet_callback
 from handlers.actions.track import open_track_modal_callback
 from handlers.errors import guarded
@@ -32,6 +34,8 @@ def register(app: AsyncApp) -> None:
     for action_id in (CANCEL_ACTION, LEGACY_CANCEL):
         app.action(action_id)(guarded(cancel_callback))
     app.action(DELETE_OPEN_ACTION)(guarded(open_delete_callback))
+    app.action(APPROVE_ACTION)(guarded(approve_callback))  # an approval request's Approve
+    app.action(REJECT_ACTION)(guarded(open_reject_callback))  # and its Reject… (the reason form)
     app.action(START_FLEET_ACTION)(guarded(start_fleet_callback))  # a stopped compute fleet's Start button
     app.action(TRACK_ADD_ACTION)(guarded(open_track_modal_callback))
     app.action(LAUNCH_OPEN_ACTION)(guarded(open_launch_form_callback))  # the Home tab's Launch…

@@ -21,6 +21,7 @@ from bot.services import Services
 from bot.slack import blocks
 from bot.slack.alerts import nothing_changed
 from bot.slack.checks import check_plan
+from handlers.gate import gated
 from storage.models import Episode, Outcome, Silence
 
 UNKNOWN = "This alert is not known (any more)."
@@ -180,7 +181,8 @@ async def _plan_node_action(services: Services, body: dict[str, Any], row: Episo
         return blocks.problem(blocks.pending_text(pending.pending, expires_at=pending.expires_at, tz=services.tz))
     detail = f"proposed as {planned.operation_id}"
     _audit(services, body, row, command=f"alert_{verb}", outcome=Outcome.ALLOWED, detail=detail)
-    return blocks.node_action_plan(verb, planned.cluster, list(planned.nodes), operation_id=planned.operation_id)
+    plan = blocks.node_action_plan(verb, planned.cluster, list(planned.nodes), operation_id=planned.operation_id)
+    return await gated(services, plan, planned.operation_id)
 
 
 async def check_callback(ack: AsyncAck, body: dict[str, Any], context: dict[str, Any]) -> None:

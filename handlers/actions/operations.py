@@ -13,11 +13,14 @@ from typing import Any
 from slack_bolt.context.ack.async_ack import AsyncAck
 
 from bot.access import Action
+from bot.approvals.desk import Requested
 from bot.clusters.changes import ClusterBusy, NotPlanned, PlanPending, Shown
 from bot.clusters.fleet import describe_error
 from bot.clusters.model import Backend
+from bot.operations import Decision
 from bot.services import Services
 from bot.slack import blocks
+from bot.slack.approvals import requested_plan
 from bot.slack.blocks import DELETE_OPEN_ACTION, START_FLEET_ACTION
 from bot.slack.operations import decision_reply, expired_reply
 from storage.models import OperationStatus, Outcome
@@ -41,14 +44,36 @@ async def _decide(body: dict[str, Any], context: dict[str, Any], *, confirm: boo
     user_id = body["user"]["id"]
     operation_id = _operation_id(body)
     operations = services.operations
+    plan = body.get("message") if isinstance(body.get("message"), dict) else None  # absent for ephemeral ones
     if confirm:
-        decision = await operations.confirm(operation_id, user_id=user_id, thread_ts=plan_thread(body))
+        # In front of Confirm: a change that needs approval (bot.approvals) is asked for, not started.
+        decided = await confirm_or_request(services, operation_id, user_id=user_id, thread_ts=plan_thread(body))
+        reply, replaces = answer(services, decided, plan=plan)
     else:
         decision = await operations.cancel(operation_id, user_id=user_id)
+        reply, replaces = decision_reply(decision, plan=plan), decision.replaces
     # A decision replaces the plan (its buttons go away); a refusal goes to the clicker alone.
-    plan = body.get("message") if isinstance(body.get("message"), dict) else None  # absent for ephemeral ones
-    reply = decision_reply(decision, plan=plan)
-    await services.poster.respond(body["response_url"], reply, replace_original=decision.replaces)
+    await services.poster.respond(body["response_url"], reply, replace_original=replaces)
+
+
+async def confirm_or_request(
+    services: Services, operation_id: str, *, user_id: str, name_typed: bool = False, thread_ts: str | None = None
+) -> Decision | Requested:
+    """Confirm, or (a change that meets a rule of `approvals:`) its approval request."""
+    if services.approvals is not None:
+        return await services.approvals.confirm(
+            operation_id, user_id=user_id, name_typed=name_typed, thread_ts=thread_ts
+        )
+    return await services.operations.confirm(operation_id, user_id=user_id, name_typed=name_typed, thread_ts=thread_ts)
+
+
+def answer(
+    services: Services, decided: Decision | Requested, *, plan: dict[str, Any] | None
+) -> tuple[blocks.Reply, bool]:
+    """What the plan's click or form is answered with, and whether it takes the plan's place."""
+    if isinstance(decided, Requested):
+        return requested_plan(plan, decided.approval, decided.operation, tz=services.tz), True
+    return decision_reply(decided, plan=plan), decided.replaces
 
 
 async def confirm_callback(ack: AsyncAck, body: dict[str, Any], context: dict[str, Any]) -> None:
@@ -124,7 +149,7 @@ async def start_fleet_callback(ack: AsyncAck, body: dict[str, Any], context: dic
     if org is None or not decision.allowed:
         reason = decision.reason if not decision.allowed else "This cluster is not known (any more)."
         audit(Outcome.REFUSED, reason)
-        await _tell(services, body, user_id, blocks.refusal(reason))
+        await tell(services, body, user_id, blocks.refusal(reason))
         return
     try:
         cluster = await services.fleet.get(org_id, Backend.PCLUSTER, name)
@@ -135,20 +160,20 @@ async def start_fleet_callback(ack: AsyncAck, body: dict[str, Any], context: dic
     except NotPlanned as not_planned:
         audit(not_planned.outcome, not_planned.detail)
         shown = blocks.refusal if not_planned.shown is Shown.REFUSAL else blocks.problem
-        await _tell(services, body, user_id, shown(not_planned.message))
+        await tell(services, body, user_id, shown(not_planned.message))
         return
     except ClusterBusy as busy:
         audit(Outcome.REFUSED, "cluster busy")
-        await _tell(services, body, user_id, blocks.problem(blocks.busy_text(busy.running)))
+        await tell(services, body, user_id, blocks.problem(blocks.busy_text(busy.running)))
         return
     except PlanPending as pending:
         audit(Outcome.REFUSED, f"plan pending: {pending.pending.id}")
         said = blocks.pending_text(pending.pending, expires_at=pending.expires_at, tz=services.tz)
-        await _tell(services, body, user_id, blocks.problem(said))
+        await tell(services, body, user_id, blocks.problem(said))
         return
     except Exception as error:  # AWS could not be read: said, not an internal error
         audit(Outcome.FAILED, describe_error(error))
-        await _tell(services, body, user_id, blocks.problem(f"Could not read `{ref}`: {describe_error(error)}"))
+        await tell(services, body, user_id, blocks.problem(f"Could not read `{ref}`: {describe_error(error)}"))
         return
     audit(Outcome.ALLOWED, f"proposed as {planned.operation_id}")
     reply = blocks.fleet_start_plan(cluster, back=planned.back, quota=planned.quota, operation_id=planned.operation_id)
@@ -159,7 +184,7 @@ async def start_fleet_callback(ack: AsyncAck, body: dict[str, Any], context: dic
         await services.poster.post(channel=channel, reply=reply)
 
 
-async def _tell(services: Services, body: dict[str, Any], user_id: str, reply: blocks.Reply) -> None:
+async def tell(services: Services, body: dict[str, Any], user_id: str, reply: blocks.Reply) -> None:
     """Answer the clicker alone: through the click's response URL, or (a click in the Home) in their DM."""
     response_url = body.get("response_url")
     if isinstance(response_url, str) and response_url:

@@ -39,6 +39,7 @@ from bot.slack import capacity as capacity_blocks
 from bot.slack.checks import check_plan
 from bot.slack.doctor import doctor_reply
 from handlers.commands.reply import Answer, Call, SlashCommand, org_refusal
+from handlers.gate import gated
 from handlers.views.launch import form_view
 from storage.models import Outcome
 
@@ -210,7 +211,9 @@ async def _launch_plan(call: Call, parsed: LaunchCluster | LaunchForm) -> Answer
     key = planned.plan.template.key
     if planned.operation_id is None:
         return Answer(blocks.launch_plan(planned.plan), org_id=org_id, detail=f"dry run of {key}")
-    reply = blocks.launch_plan(planned.plan, operation_id=planned.operation_id)
+    reply = await gated(
+        services, blocks.launch_plan(planned.plan, operation_id=planned.operation_id), planned.operation_id
+    )
     return Answer(reply, org_id=org_id, detail=f"launch of {key} proposed as {planned.operation_id}")
 
 
@@ -314,7 +317,9 @@ async def _scale_plan(call: Call, parsed: ScaleGroup) -> Answer:
         return Answer(reply, org_id=cluster.org, detail=f"shrink needs the fleet stopped; stop offered as {stop_id}")
     if planned.operation_id is None:
         return Answer(blocks.scale_plan(planned.plan), org_id=cluster.org, detail="dry run")
-    reply = blocks.scale_plan(planned.plan, operation_id=planned.operation_id)
+    reply = await gated(
+        services, blocks.scale_plan(planned.plan, operation_id=planned.operation_id), planned.operation_id
+    )
     return Answer(reply, org_id=cluster.org, detail=f"proposed as {planned.operation_id}")
 
 
@@ -339,6 +344,7 @@ async def _node_plan(call: Call, parsed: NodeAction) -> Answer:
     reply = blocks.node_action_plan(
         planned.verb, planned.cluster, list(planned.nodes), operation_id=planned.operation_id
     )
+    reply = await gated(services, reply, planned.operation_id)
     detail = "dry run" if planned.operation_id is None else f"proposed as {planned.operation_id}"
     return Answer(reply, org_id=found.org, detail=detail)
 
@@ -414,7 +420,7 @@ async def _delete_plan(call: Call, parsed: DeleteCluster) -> Answer:
         planned = await services.changes.delete(found, user_id=user_id, channel_id=channel_id)
     except PlanPending as pending:
         return _pending(services, pending, found.org)
-    reply = blocks.delete_plan(found, operation_id=planned.operation_id)
+    reply = await gated(services, blocks.delete_plan(found, operation_id=planned.operation_id), planned.operation_id)
     return Answer(reply, org_id=found.org, detail=f"proposed as {planned.operation_id}")
 
 

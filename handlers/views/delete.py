@@ -12,7 +12,7 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from bot.services import Services
 from bot.slack import blocks
 from bot.slack.blocks import DELETE_NAME_BLOCK, DELETE_NAME_INPUT
-from bot.slack.operations import decision_reply
+from handlers.actions.operations import answer, confirm_or_request
 from storage.models import Outcome
 
 INTERNAL_ERROR = "Pitcrew hit an internal error handling that. It is logged; nothing was deleted twice."
@@ -75,10 +75,10 @@ async def delete_submission_callback(
         return
     await ack()  # closes the modal
     try:
-        decision = await services.operations.confirm(
-            operation.id, user_id=user_id, name_typed=True, thread_ts=thread_ts
+        decided = await confirm_or_request(
+            services, operation.id, user_id=user_id, name_typed=True, thread_ts=thread_ts
         )
-        reply, replaces = decision_reply(decision), decision.replaces
+        reply, replaces = answer(services, decided, plan=None)
     except Exception:
         logger.exception("confirming delete %s failed", operation.id)
         reply, replaces = blocks.problem(INTERNAL_ERROR), False

@@ -35,6 +35,7 @@ from bot.slack.launch_form import (
     launch_form,
     refusal_view,
 )
+from handlers.gate import gated
 from storage.models import Outcome
 
 ANSWER_WITHIN = 2.5  # seconds: Slack drops a view_submission answer after 3
@@ -185,7 +186,9 @@ async def launch_submission_callback(
     _audit(services, user_id, meta.channel_id, org.id, Outcome.ALLOWED, _detail(planned), text=command)
     if planned.again:
         return  # a retried submission: its plan was posted the first time
-    reply = blocks.launch_plan(planned.plan, operation_id=planned.operation_id)
+    reply = await gated(
+        services, blocks.launch_plan(planned.plan, operation_id=planned.operation_id), planned.operation_id
+    )
     try:
         await services.poster.post(channel=target, reply=reply)
     except Exception:
