@@ -30,6 +30,11 @@ ACK, SILENCE, UNSILENCE = "alert_ack", "alert_silence", "alert_unsilence"
 ALERT_REPLACE, ALERT_REBOOT = "alert_replace", "alert_reboot"
 ALERT_CHECK, WATCH = "alert_check", "alert_watch"  # Run deep health check, Watch (bot.slack.alerts)
 FLEET_START = "fleet_start"  # bot.slack.blocks.START_FLEET_ACTION: a stopped fleet's Start button
+# Approvals (bot.approvals.desk): asked, approved (the Approve button's id), rejected (the reason form's id),
+# expired, and an approved change starting by itself (bot.operations.APPROVAL_RUN); Reject… opens the form.
+APPROVAL_REQUEST, APPROVAL_APPROVE, APPROVAL_REJECT = "approval_request", "approval_approve", "approval_reject"
+APPROVAL_EXPIRE, APPROVAL_RUN, APPROVAL_REJECT_OPEN = "approval_expire", "approval_run", "approval_reject_open"
+APPROVAL_STEPS = (APPROVAL_REQUEST, APPROVAL_APPROVE, APPROVAL_REJECT, APPROVAL_EXPIRE, APPROVAL_RUN)
 KINDS = (
     "launch",
     "scale",
@@ -67,10 +72,12 @@ BUTTONS = {
     ALERT_CHECK: "Run deep health check",
     WATCH: "Watch",
     FLEET_START: "Start compute fleet",
+    APPROVAL_APPROVE: "Approve",
+    APPROVAL_REJECT_OPEN: "Reject…",
     UNSILENCE: "Unsilence",
     **{action: f"Silence {action.rsplit('_', 1)[1]} h" for action in SILENCES},
 }
-FORMS = {DELETE_VIEW: "delete", TRACK_VIEW: "add a record", LAUNCH_VIEW: "launch"}
+FORMS = {DELETE_VIEW: "delete", TRACK_VIEW: "add a record", LAUNCH_VIEW: "launch", APPROVAL_REJECT: "reject"}
 
 
 def _clicks(*action_ids: str) -> tuple[Match, ...]:
@@ -91,6 +98,12 @@ ACTIONS: dict[str, tuple[Match, ...]] = {
     "ack": _clicks(ACK, WATCH),
     "silence": (*_clicks(*SILENCES, UNSILENCE), (SILENCE, None)),
     "alerts": (*_clicks(ACK, WATCH, *SILENCES, UNSILENCE, ALERT_REPLACE, ALERT_REBOOT, ALERT_CHECK), (SILENCE, None)),
+    "approvals": (
+        ("/cluster", "approvals"),
+        *((step, None) for step in APPROVAL_STEPS),
+        *_clicks(APPROVAL_APPROVE, APPROVAL_REJECT_OPEN),
+        (FORM, APPROVAL_REJECT),
+    ),
     "track": (("/track", None), (TRACK_VIEW, None), (FORM, TRACK_VIEW), *_clicks(TRACK_ADD)),
     "digest": (("/digest", None),),
     **{read: (("/cluster", read),) for read in ("list", "status", "nodes", "templates", "throughput", "audit")},
@@ -264,6 +277,18 @@ def describe(
             DELETE_VIEW: "typed the name to delete",
         }[command]
         what = f"{verb} {code(target, limit=TEXT_LIMIT)}"
+    elif command in APPROVAL_STEPS:
+        noun, target = _operation(text)
+        target = code(target, limit=TEXT_LIMIT)
+        if command in (APPROVAL_EXPIRE, APPROVAL_RUN):  # no click of anyone's: said of the requester's change
+            actor += "'s"
+        what = {
+            APPROVAL_REQUEST: f"asked for approval of a {noun} of {target}",
+            APPROVAL_APPROVE: f"approved a {noun} of {target}",
+            APPROVAL_REJECT: f"rejected a {noun} of {target}",
+            APPROVAL_EXPIRE: f"request to approve a {noun} of {target} expired",
+            APPROVAL_RUN: f"approved {noun} of {target} started",
+        }[command]
     elif command in KINDS:
         noun, target = _operation(text)
         actor += "'s"

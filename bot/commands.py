@@ -80,6 +80,11 @@ class ListTemplates:
 
 
 @dataclass(frozen=True)
+class ListApprovals:
+    org: str | None = None  # None: every org the caller may see
+
+
+@dataclass(frozen=True)
 class ShowAudit:
     org: str | None  # None: the caller's org (admins: every org)
     days: int = 7
@@ -170,6 +175,7 @@ ClusterCommand = (
     | StartFleet
     | ShowThroughput
     | ListCapacity
+    | ListApprovals
     | RunDoctor
 )
 
@@ -226,6 +232,16 @@ def _doctor(args: Args) -> RunDoctor:
     if org is not None and not ORG_ID.fullmatch(org):
         raise UsageError(f"`{quoted(positional[0])}` is not an org id.", args.usage)
     return RunDoctor(org=org)
+
+
+def _approvals(args: Args) -> ListApprovals:
+    _, positional = _flags(args, "approvals", set())
+    if len(positional) > 1:
+        raise UsageError("`/cluster approvals` takes at most one org id.", args.usage)
+    org = positional[0].lower() if positional else None
+    if org is not None and not ORG_ID.fullmatch(org):
+        raise UsageError(f"`{quoted(positional[0])}` is not an org id.", args.usage)
+    return ListApprovals(org=org)
 
 
 def _capacity(args: Args) -> ListCapacity:
@@ -552,6 +568,13 @@ CLUSTER = CommandSet(
             "what is wrong and how to fix it (admins)",
             needs=Action.ADMINISTER,
             parse=_doctor,
+        ),
+        Subcommand(
+            name="approvals",
+            usage="/cluster approvals [ORG]",
+            summary="changes waiting for approval in the orgs you see (or one), marking those you may approve",
+            needs=Action.VIEW,
+            parse=_approvals,
         ),
         Subcommand(
             name="audit",

@@ -11,6 +11,7 @@ from bot.commands import (
     DeleteCluster,
     Help,
     LaunchCluster,
+    ListApprovals,
     ListClusters,
     ListTemplates,
     NodeAction,
@@ -45,6 +46,8 @@ from bot.commands import (
         ("delete sakura-ai/c1", DeleteCluster(cluster=ClusterRef("c1", "sakura-ai"))),
         ("throughput c1 --hours 12 --public", ShowThroughput(cluster=ClusterRef("c1"), hours=12, public=True)),
         ("audit", ShowAudit(org=None)),
+        ("approvals", ListApprovals()),
+        ("approvals Kumo-Labs", ListApprovals(org="kumo-labs")),
         ("audit Kumo-Labs --days 30", ShowAudit(org="kumo-labs", days=30)),
         (
             "launch hyperpod-p5 kumo-new --dry-run --count 8 --org kumo-labs --param lifecycle_s3_uri=s3://sagemaker-x/"
@@ -68,6 +71,9 @@ def test_parses(text: str, expected: object) -> None:
     ("text", "message_part", "usage_part"),
     [
         ("", "Tell Pitcrew what to do", "/cluster list"),
+        ("approvals kumo-labs sakura-ai", "at most one org id", "/cluster approvals [ORG]"),
+        ("approvals --all", "not an option of `/cluster approvals`", "/cluster approvals [ORG]"),
+        ("approvals kumo_labs", "not an org id", "/cluster approvals [ORG]"),
         ("   ", "Tell Pitcrew what to do", "/cluster list"),
         ("frobnicate", "`frobnicate` is not a /cluster subcommand", "/cluster status"),
         ("status", "needs a cluster name", "/cluster status CLUSTER"),
@@ -154,6 +160,7 @@ def test_help_is_read_off_the_table_each_usage_line_once() -> None:
         "nodes",
         "templates",
         "throughput",
+        "approvals",
     ]
     writer = TRACK.help_lines(lambda needs: True)
     assert [usage for usage, _ in writer].count("/track note|milestone|incident|lesson TEXT [--org ORG]") == 1

@@ -20,6 +20,7 @@ from bot.commands import (
     DeleteCluster,
     LaunchCluster,
     LaunchForm,
+    ListApprovals,
     ListCapacity,
     ListClusters,
     ListTemplates,
@@ -36,6 +37,7 @@ from bot.names import did_you_mean, listing, unknown_org
 from bot.services import Services
 from bot.slack import blocks
 from bot.slack import capacity as capacity_blocks
+from bot.slack.approvals import approvals_list
 from bot.slack.checks import check_plan
 from bot.slack.doctor import doctor_reply
 from handlers.commands.reply import Answer, Call, SlashCommand, org_refusal
@@ -484,6 +486,32 @@ async def _doctor(call: Call, parsed: RunDoctor) -> Answer:
     return Answer(doctor_reply(report), outcome, org_id=parsed.org, detail="ok" if report.ok else "problems found")
 
 
+async def _approvals(call: Call, parsed: ListApprovals) -> Answer:
+    """Changes waiting for approval in the orgs the caller may see (or the one named), ephemeral."""
+    services, user_id = call.services, call.user_id
+    if parsed.org is not None:
+        refused = org_refusal(services, user_id=user_id, action=Action.VIEW, org_id=parsed.org)
+        if refused:
+            return refused
+    desk = services.approvals
+    pending = await desk.pending(user_id=user_id) if desk is not None else []
+    if parsed.org is not None:
+        pending = [(a, o) for a, o in pending if a.org_id == parsed.org]
+    approvable = [
+        a.id or 0 for a, _ in pending if desk is not None and a.requested_by != user_id and desk.may_approve(a, user_id)
+    ]
+    reply = approvals_list(pending, may_approve=approvable, user_id=user_id, tz=services.tz, now=services.clock())
+    if services.program.approvals is None:
+        reply = blocks.Reply(
+            text=f"{reply.text} No change needs approval here: the program file has no `approvals:` block.",
+            blocks=[
+                *reply.blocks,
+                blocks.context("No change needs approval: the program file has no `approvals:` block."),
+            ],
+        )
+    return Answer(reply, org_id=parsed.org, detail=f"{len(pending)} pending")
+
+
 async def _templates(call: Call, parsed: ListTemplates) -> Answer:
     return Answer(blocks.templates_reply(call.services.templates, public=parsed.public))
 
@@ -506,6 +534,7 @@ CLUSTER_COMMAND = SlashCommand(
         "delete": _delete_plan,
         "throughput": _throughput,
         "audit": _audit,
+        "approvals": _approvals,
         "doctor": _doctor,
     },
 )
