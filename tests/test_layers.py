@@ -21,7 +21,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # Plain data and pure rules, the monitors and coordinators (given their presenter and publisher).
     ("domain", ("bot",)),
     # Runs what bot.clusters plans (plan -> Confirm -> run -> watch): bot.clusters builds on it through a protocol.
-    ("operations", ("bot.operations",)),
+    # The approval desk stands in front of Confirm and runs an approved change through it.
+    ("operations", ("bot.operations", "bot.approvals.desk")),
     # The command tables: what can be typed, parsed into the domain's requests.
     ("commands", ("bot.subcommands", "bot.commands", "bot.tracking.parse", "bot.digest.parse")),
     # Block Kit, mrkdwn pages and pictures made from the domain's data.

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from bot.access import AccessPolicy, Role
+from bot.access import AccessPolicy
+from bot.approvals.rules import may_approve
 from bot.approvals.state import Request, Result, Status, Verdict, click
 from bot.audit import AuditLog
 from bot.operations import Decision, NeedsApproval, Operations, PlanUnknown, Started
@@ -136,10 +137,8 @@ class ApprovalDesk:
 
     def may_approve(self, approval: Approval, user_id: str) -> bool:
         """Among the request's approvers (the requester is refused apart, by the state machine)."""
-        if self.access.is_admin(user_id):
-            return True
         role = self.access.role(user_id=user_id, org_id=approval.org_id)
-        return approval.approvers == "operators" and role is Role.OPERATOR
+        return may_approve(approvers=approval.approvers, admin=self.access.is_admin(user_id), role=role)
 
     def may_see(self, approval: Approval, user_id: str) -> bool:
         return approval.org_id in self.access.visible_orgs(user_id)

@@ -89,3 +89,9 @@ def needed(
         if many > rules.replace_or_reboot_over:
             return Needed("replace_or_reboot_over", f"{kind} of {many} nodes at once > {rules.replace_or_reboot_over}")
     return None
+
+
+def may_approve(*, approvers: str, admin: bool, role: str | None) -> bool:
+    """Whether someone is among a request's approvers (`approvers: admins | operators`): program admins always;
+    operators of the change's org when `operators`. The requester is refused apart (bot.approvals.state)."""
+    return admin or (approvers == "operators" and role == "operator")

@@ -78,6 +78,18 @@ class AlertLine:
 
 
 @dataclass(frozen=True)
+class ApprovalLine:
+    """A change of the org waiting for approval (bot.approvals)."""
+
+    summary: str  # "delete kumo-labs/kumo-p5-train"
+    requested_by: str
+    why: str
+    approvers: str  # "admins" | "operators"
+    needed: int
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
 class OrgHome:
     org_id: str
     name: str
@@ -93,6 +105,7 @@ class OrgHome:
     doctor_problems: tuple[str, ...] = ()  # its failing lines, "CHECK: what is wrong and the fix"
     goodput: Goodput | None = None  # this week's so far (bot.digest.goodput)
     goodput_last_week: Goodput | None = None
+    approvals: tuple[ApprovalLine, ...] = ()  # every change of the org waiting for approval, oldest first
 
     @property
     def open_alerts(self) -> int:
@@ -123,6 +136,7 @@ class HomeFacts:
     org_digests: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     program: str = ""
     admins: tuple[str, ...] = ()  # whom an outsider should ask
+    to_approve: tuple[ApprovalLine, ...] = ()  # changes waiting for this person's approval, oldest first
 
 
 def ending_soon(

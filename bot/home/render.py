@@ -32,6 +32,7 @@ LAUNCH_ACTION = "launch_open"  # B's handler opens the launch modal; the value i
 OPEN_ALERTS_ACTION = "home_open_alerts"  # the value is the org id
 CLUSTERS_PER_ORG = 8  # in the admin view's org section; the member view lists up to MEMBER_CLUSTERS
 MEMBER_CLUSTERS = 30
+APPROVALS_LISTED = 10  # changes waiting for one's approval listed on Home; `/cluster approvals` has them all
 ALERTS_LISTED = 60
 _KIND_WORDS = {
     "node": "node",
@@ -178,6 +179,7 @@ def _admin(facts: HomeFacts, tz: ZoneInfo) -> list[Block]:
         section(summary),
         context("`/track show all` usage against quota · `/cluster capacity all` reserved capacity"),
         divider(),
+        *_to_approve(facts, tz),
     ]
     busy = sorted((o for o in orgs if o.attention), key=lambda o: (-o.attention, o.name.lower(), o.org_id))
     quiet = [o for o in orgs if not o.attention]
@@ -196,6 +198,26 @@ def _admin(facts: HomeFacts, tz: ZoneInfo) -> list[Block]:
         blocks.append(context(f"… and {_plural(len(left), 'more org')} needing a look: {names}"[:2990]))
     blocks += quiet_blocks
     return blocks
+
+
+def _to_approve(facts: HomeFacts, tz: ZoneInfo) -> list[Block]:
+    """Changes waiting for this person's approval (bot.approvals), oldest first; nothing when there are none."""
+    if not facts.to_approve:
+        return []
+    lines = [
+        f"• *{escape(line.summary)}*, asked by <@{line.requested_by}>: {escape(line.why)} · "
+        f"expires {when(line.expires_at, tz)}"
+        for line in facts.to_approve[:APPROVALS_LISTED]
+    ]
+    more = len(facts.to_approve) - APPROVALS_LISTED
+    if more > 0:
+        lines.append(f"… and {more} more: `/cluster approvals`")
+    title = f":raised_hand: *Waiting for your approval* ({len(facts.to_approve)})"
+    return [
+        *sections([title, *lines]),
+        context("Approve or reject on each request's message in its org's channel."),
+        divider(),
+    ]
 
 
 def _quiet_line(quiet: Sequence[OrgHome]) -> str:
@@ -222,7 +244,7 @@ def _member(facts: HomeFacts, tz: ZoneInfo) -> list[Block]:
             _buttons(org, operator=role in {"operator", "admin"}),
             divider(),
         ]
-    return blocks
+    return blocks[:2] + _to_approve(facts, tz) + blocks[2:]  # under the first org's title
 
 
 def _buttons(org: OrgHome, *, operator: bool) -> Block:

@@ -20,16 +20,19 @@ from zoneinfo import ZoneInfo
 
 from bot.access import AccessPolicy
 from bot.alerts.kinds import capacity as capacity_kind
+from bot.approvals.rules import may_approve
 from bot.capacity.model import Reservation
 from bot.capacity.notices import read_details
 from bot.clusters.fleet import describe_error
 from bot.clusters.model import Cluster
+from bot.clusters.requests import operation_summary
 from bot.config import ProgramConfig
 from bot.digest.gather import gather_goodput
 from bot.digest.goodput import goodput
 from bot.digest.weeks import previous_week, week_of
 from bot.home.facts import (
     AlertLine,
+    ApprovalLine,
     ClusterLine,
     HomeFacts,
     IdleLine,
@@ -40,6 +43,7 @@ from bot.home.facts import (
     quota_lines,
 )
 from bot.publishing import Publisher
+from storage import approvals as approvals_store
 from storage import crud, tracking
 from storage.db import Database
 from storage.models import DigestRun, DigestRunStatus, utcnow
@@ -191,6 +195,14 @@ class HomeTab:
             role = access.role(user_id=user_id, org_id=org.org_id)
             roles[org.org_id] = role.value if role else "viewer"
         link, week = digests.get(self._program.coordination_channel, (None, None))
+        admin = access.is_admin(user_id)
+        to_approve = tuple(
+            line
+            for org in visible
+            for line in org.approvals
+            if line.requested_by != user_id
+            and may_approve(approvers=line.approvers, admin=admin, role=roles.get(org.org_id))
+        )
         return HomeFacts(
             viewer=viewer,
             user_id=user_id,
@@ -202,6 +214,7 @@ class HomeTab:
             org_digests={o.org_id: digests[o.channel] for o in visible if o.channel in digests},
             program=self._program.name,
             admins=tuple(self._program.admins),
+            to_approve=to_approve,
         )
 
     # ------------------------------------------------------------------ facts
@@ -245,6 +258,19 @@ class HomeTab:
                         )
                     )
             incidents = Counter(r.org_id for r in await tracking.open_incidents(session, org_ids=ids, at=now))
+            approvals: dict[str, list[ApprovalLine]] = defaultdict(list)
+            for approval in await approvals_store.pending_approvals(session, now=now, org_ids=ids):
+                operation = await crud.get_operation(session, operation_id=approval.operation_id)
+                approvals[approval.org_id].append(
+                    ApprovalLine(
+                        summary=operation_summary(operation) if operation else approval.operation_id,
+                        requested_by=approval.requested_by,
+                        why=approval.why,
+                        approvers=approval.approvers,
+                        needed=approval.needed,
+                        expires_at=approval.expires_at,
+                    )
+                )
             # What each org holds now: the newest state of each of its clusters' types (an empty window after
             # them), one query for every org.
             doctor = {r.org_id: r for r in await crud.doctor_results(session, org_ids=ids) if not r.ok}
@@ -277,6 +303,7 @@ class HomeTab:
                 doctor_problems=tuple(doctor[org.id].problems.splitlines()) if org.id in doctor else (),
                 goodput=goodput(gathered[org.id], week.start, week.end),
                 goodput_last_week=goodput(gathered[org.id], last.start, last.end),
+                approvals=tuple(approvals[org.id]),
             )
             for org in wanted
         }
