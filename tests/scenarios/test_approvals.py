@@ -8,9 +8,10 @@ Slack retries it; every step is audited."""
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from bot.config import ApprovalsConfig, ProgramConfig
 from sandbox.moto_support import hyperpod_progress, reset_moto_server
 from sandbox.slack import Message
 from sandbox.world import Sandbox
+from storage import approvals as store
 from storage import crud
 from tests.conftest import SeededAws
 from tests.scenarios.conftest import ADMIN, ask, body
@@ -177,3 +179,139 @@ def sagemaker(seeded_aws: SeededAws) -> Any:
     org = seeded_aws.program.org("kumo-labs")
     assert org is not None
     return seeded_aws.accounts.client(org, "sagemaker")
+
+
+async def wait_home(world: Sandbox, user: str) -> str:
+    """The text of `user`'s Home once it is published."""
+    await world.slack.open_home(user_id=user)
+    for _ in range(150):
+        view = world.slack.home_views.get(user)
+        if view is not None:
+            return str(view["blocks"])
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"no Home published for {user}")
+
+
+async def test_a_large_launch_needs_approval_and_a_reject_with_its_reason_ends_it(
+    replicas: Replicas, seeded_aws: SeededAws
+) -> None:
+    world, slack = replicas.first, replicas.first.slack
+    planned = await ask(world, user=ALICE, channel=KUMO, text=LAUNCH.format(name="kumo-big"))
+    assert "Request approval" in str(planned.blocks) and "Confirm launch" not in str(planned.blocks)
+    assert "Needs approval: estimated $5,497/day &gt; $2,000" in body(planned)
+    before = seeded_aws.state()
+    stale_plan = copy.deepcopy(planned)  # a client still showing its buttons later
+    await slack.click(user_id=ALICE, message=planned, action_id="operation_confirm")
+    request = await slack.wait_for(lambda m: m.text.startswith("Approval needed: launch kumo-labs/kumo-big"))
+    stale_request = copy.deepcopy(request)
+    assert "estimated $5,497/day &gt; $2,000" in body(request)
+
+    # Listed for whoever may see it (ephemeral), marked for those who may approve; on the approvers' Home.
+    listed = await ask(world, user=ADMIN, channel=KUMO, text="approvals")
+    assert listed.kind == "ephemeral" and "launch kumo-labs/kumo-big" in body(listed)
+    assert "you may approve" in body(listed)
+    own = await ask(world, user=ALICE, channel=KUMO, text="approvals kumo-labs")
+    assert "kumo-big" in body(own) and "you may approve" not in body(own)
+    elsewhere = await ask(world, user=HANA, channel="C0SAKURA1", text="approvals")
+    assert "kumo-big" not in body(elsewhere) and "No change is waiting" in body(elsewhere)
+    bad = await ask(world, user=ALICE, channel=KUMO, text="approvals kumo-labs sakura-ai")
+    assert "Usage: `/cluster approvals [ORG]`" in body(bad) or "Usage:" in body(bad)
+    assert "kumo-big" in await wait_home(world, ADMIN)
+    assert "Waiting for your approval" not in await wait_home(world, ALICE), "one's own change is not one's to approve"
+
+    # Forged and stale payloads: one clear message, nothing changes.
+    for value in ("999999", "abc", "", "-1", "1" * 40):
+        after = len(slack.messages)
+        answer = await slack.click(user_id=ADMIN, message=request, action_id="approval_approve", value=value)
+        assert answer.status_code == 200
+        await told(world, ADMIN, "not known", after=after)
+
+    # Reject… asks why; an empty reason is refused by the form, which stays open.
+    await slack.click(user_id=ADMIN, message=request, action_id="approval_reject_open")
+    modal = await slack.wait_for_view(user_id=ADMIN, callback_id="approval_reject", timeout=15)
+    empty = await slack.submit_view(user_id=ADMIN, view_id=modal["id"], values={"reject_reason": {"reason": "  "}})
+    assert empty.status_code == 200 and "Say why" in slack.open_views[modal["id"]]["errors"]["reject_reason"]
+    replicas.to(replicas.second)
+    await slack.submit_view(
+        user_id=ADMIN, view_id=modal["id"], values={"reject_reason": {"reason": "Too big for this week's budget"}}
+    )
+    ended = await slack.wait_for(lambda m: m.ts == request.ts and "Rejected by" in body(m), timeout=15)
+    assert f"<@{ADMIN}>: Too big for this week's budget. Nothing ran." in body(ended)
+    assert not [b for b in ended.blocks if b["type"] == "actions"]
+
+    # Late clicks change nothing: the other admin's Approve, and a stale Confirm on the plan.
+    after = len(slack.messages)
+    await slack.click(user_id=ADMIN2, message=stale_request, action_id="approval_approve")
+    await told(world, ADMIN2, "already rejected", after=after)
+    after = len(slack.messages)
+    await slack.click(user_id=ALICE, message=stale_plan, action_id="operation_confirm")
+    await told(world, ALICE, "already cancelled", after=after)
+    await replicas.drain()
+    assert seeded_aws.state() == before, "nothing launched"
+    steps = await audit(world, "approval_request", "approval_reject", "approval_approve", "approval_run", "launch")
+    assert [(c, u, o) for c, u, o, _ in steps] == [
+        ("approval_request", ALICE, "allowed"),
+        ("approval_reject", ADMIN, "done"),
+    ]
+    assert steps[-1][3] == "rejected: Too big for this week's budget"
+    assert "--action approvals" and "rejected a launch of" in body(
+        await ask(world, user=ADMIN, channel=KUMO, text="audit kumo-labs --action approvals")
+    )
+
+
+def starts_with(title: str) -> Callable[[Message], bool]:
+    return lambda message: message.text.startswith(title)
+
+
+class FixedClock:
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+async def test_a_request_expires_at_a_click_and_by_the_sweep_and_nothing_runs(
+    replicas: Replicas, seeded_aws: SeededAws
+) -> None:
+    clock = FixedClock(T0)
+    for replica in (replicas.first, replicas.second):
+        replica.pitcrew.services.operations.clock = clock
+        assert replica.pitcrew.services.approvals is not None
+        replica.pitcrew.services.approvals.clock = clock
+    world, slack = replicas.first, replicas.first.slack
+    requests = []
+    for name in ("kumo-late", "kumo-later"):
+        planned = await ask(world, user=ALICE, channel=KUMO, text=LAUNCH.format(name=name))
+        await slack.click(user_id=ALICE, message=planned, action_id="operation_confirm")
+        requests.append(await slack.wait_for(starts_with(f"Approval needed: launch kumo-labs/{name}")))
+    first, second = requests
+    assert "2026-12-07 11:00 JST" in body(first), "the expiry, in the program's zone: 60 min after the request"
+    before = seeded_aws.state()
+    await slack.click(user_id=ADMIN, message=first, action_id="approval_approve")  # inside the hour: counted
+    await told(world, ADMIN, "counted (1 of 2)", after=0)
+
+    clock.now = T0 + timedelta(minutes=60)  # the expiry itself: too late
+    after = len(slack.messages)
+    await slack.click(user_id=ADMIN2, message=first, action_id="approval_approve")
+    await told(world, ADMIN2, "expired", after=after)
+    await slack.wait_for(lambda m: m.ts == first.ts and "Expired at" in body(m), timeout=15)
+
+    # The sweep, on both replicas at once, ends the other one once.
+    desks = [r.pitcrew.services.approvals for r in (replicas.first, replicas.second)]
+    ended = await asyncio.gather(*(desk.sweep() for desk in desks if desk is not None))
+    assert sum(ended) == 1
+    expired = await slack.wait_for(lambda m: m.ts == second.ts and "Expired at" in body(m), timeout=15)
+    assert not [b for b in expired.blocks if b["type"] == "actions"]
+    assert sum(await asyncio.gather(*(desk.sweep() for desk in desks if desk is not None))) == 0
+    await replicas.drain()
+    assert seeded_aws.state() == before, "nothing ran"
+    async with world.pitcrew.services.db.session() as session:
+        rows = [await store.approval_for_operation(session, operation_id=o.id) for o in await planned_rows(session)]
+    assert {r.status for r in rows if r is not None} == {"expired"}
+    steps = await audit(world, "approval_expire", "approval_run", "launch")
+    assert [(c, u, o) for c, u, o, _ in steps] == [("approval_expire", ALICE, "refused")] * 2
+
+
+async def planned_rows(session: Any) -> list[Any]:
+    return [o for o in await crud.operations_with_status(session, status="cancelled") if o.kind == "launch"]
