@@ -9,7 +9,15 @@ import signal
 import time
 import webbrowser
 
-from bot.config import MonitorConfig, OrgConfig, ProgramConfig, StallConfig, load_program, normalize_instance_type
+from bot.config import (
+    ApprovalsConfig,
+    MonitorConfig,
+    OrgConfig,
+    ProgramConfig,
+    StallConfig,
+    load_program,
+    normalize_instance_type,
+)
 from bot.slack import blocks
 from sandbox.culprits import SandboxNodeMetrics
 from sandbox.history import seed_sandbox_history
@@ -23,6 +31,9 @@ SWEEP_SECONDS = 15
 THROUGHPUT_CHECK_SECONDS = 10
 IDLE_ORG, IDLE_CLUSTER = "kumo-labs", "kumo-p5-dev"  # its jobs report, and its dev cluster runs none
 IDLE_AFTER_HOURS = 0.05  # 3 minutes of no job before the idle notice (2 h outside the sandbox)
+# The example file's (commented-out) approvals: block, on in the demo: any delete, a launch over $5,000 a day,
+# one admin other than the requester, within an hour.
+DEMO_APPROVALS = ApprovalsConfig(delete=True, launch_over_usd_per_day=5000, approvers="admins", count=1, ttl_minutes=60)
 ESCALATE_AFTER_MINUTES = 4  # an unacknowledged alert is escalated after 4 minutes (30 outside the sandbox)
 
 
@@ -62,6 +73,9 @@ def welcome(sandbox: Sandbox) -> blocks.Reply:
         _launch_line(sandbox),
         f"• as *{sandbox.slack.users[operator]}* in #{first.id}: `/cluster scale kumo-p5-train worker-group-1 34`, "
         "`/cluster replace kumo-p5-train NODE` (a node id from `/cluster nodes`), `/cluster delete kumo-p5-dev`",
+        "• *Approvals*: a delete, or a launch over $5,000 a day (`/cluster launch hyperpod-p5 NAME --count 16`), "
+        f"shows *Request approval*; press it, then approve as *{sandbox.slack.users[admin]}* (the requester cannot); "
+        "Reject asks why. `/cluster approvals` lists what waits, and admins see it on their Home",
         *_external_lines(sandbox),
         "• *Fail a node* (left, under Sandbox): the node monitor posts an alert in the org's channel and a line "
         f"here within {SWEEP_SECONDS} s; press Acknowledge, Replace node or Silence on it",
@@ -143,6 +157,9 @@ def _quick_sandbox(program: ProgramConfig) -> ProgramConfig:
 
     return program.model_copy(
         update={
+            # Two-person approval in the demo only: the example file's block is commented out, as the scenario
+            # tests confirm launches and deletes with one click.
+            "approvals": program.approvals or DEMO_APPROVALS,
             "monitor": MonitorConfig(node_sweep_seconds=SWEEP_SECONDS),
             "stall": StallConfig(stall_after_minutes=1, drop_ratio=0.6, sustain_minutes=1),
             "orgs": [quick(org) for org in program.orgs],

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bot.cli import main
-from bot.config import ApprovalsConfig, ProgramFileError, parse_program
+from bot.config import ApprovalsConfig, ProgramFileError, load_program, parse_program
 from storage.db import Database
 from storage.models import ClusterSeen, Org
 from tests.test_config import GOOD
@@ -136,3 +136,13 @@ def test_check_config_without_a_database_says_nothing_more(
     assert main(["check-config", str(good)]) == 0
     assert "warning" not in capsys.readouterr().err
     assert not missing.exists(), "check-config creates no database"
+
+
+def test_the_demo_turns_on_the_example_files_commented_approvals_block() -> None:
+    from sandbox.demo import DEMO_APPROVALS, _quick_sandbox
+    from sandbox.world import EXAMPLE_PROGRAM
+
+    example = load_program(EXAMPLE_PROGRAM)
+    assert example.approvals is None, "the example's block is commented out: tests confirm with one click"
+    assert "# approvals:" in EXAMPLE_PROGRAM.read_text()
+    assert _quick_sandbox(example).approvals == DEMO_APPROVALS
