@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 DAY = 24 * 3600.0
 WEEK = 7 * DAY
+DRIFT_CAP = 0.08  # the third generator's drift within a run stops here: a run that declines further is slow
 KINDS = ("stall", "slowdown", "moderate", "gradual")
 
 
@@ -281,7 +282,8 @@ class ThirdJob:
     - a bimodal rate: two interleaved data sources, alternating every 1-10 minutes, the second at 0.85-0.95
       of the first;
     - a slow drift within each run, linear, -4 % to +4 % a day (cache warming, fragmentation), reset by a
-      restart;
+      restart, and at most +-8 % in all (DRIFT_CAP; uncapped, a run of 8 days declined by 26 %: by the
+      detector's contract a slowdown, injected unlabelled);
     - noise regimes: log-normal sample noise that switches between calm (1-3 %) and turbulent (5-12 %) every
       3-12 hours; single-sample outliers (0.5 %: x1.3-2 or x0.3-0.7);
     - checkpoints every 20-60 minutes as a 30-90 s stall-free dip (one sample at 0.2-0.6, no gap) or a 1-3
@@ -347,7 +349,7 @@ class ThirdJob:
             progress = 1.0
             if run is not None and ts >= self.runs[run][1] - self.runs[run][4] and silent.at(ts) is None:
                 _start, ready, _stop, rate, ramp = self.runs[run]
-                level = rate * (1 + drift_per_day[run] * (ts - ready) / DAY)
+                level = rate * (1 + drift_per_day[run] * min((ts - ready) / DAY, DRIFT_CAP / 0.04))
                 if ts < ready:
                     level *= 0.1 + 0.9 * (ts - (ready - ramp)) / ramp
                 progress = self.factor(ts)
