@@ -61,8 +61,8 @@ one is an ordinary slowdown.)
 
 Degradation (issue 23): a drop of 5% or more below the level of the 2 hours before, lasting 2 hours, judged at each
 block on the blocks' medians, clear of their own noise (a job whose blocks wander more than 2% from one to the next,
-or whose level steps by more than 2.5% an hour with its data mix, net of what its hours' medians step by chance at
-its cadence, is not judged; a job is judged after a day). It
+or whose level steps by more than 2.5% an hour with its data mix, is not judged; a job is judged after a day; its
+blocks' noise is the larger of the last 4 hours' and its usual over 2 days). It
 ends once the level is back halfway. A slowdown (or a stall) closes it as it opens, and what follows a slowdown is
 judged afresh: the same episode is never told twice.
 
@@ -128,9 +128,6 @@ DEG_STEPS_KEPT = timedelta(hours=48)  # ... over this long (kept across restarts
 DEG_CALM_FOR = timedelta(hours=24)  # ... at least this long, before a job is judged
 DEG_STEP_QUANTILE = 0.9  # the job is judged while this quantile of those steps (in log) is within DEG_MAX_STEP: a
 DEG_MAX_STEP = math.log(1.025)  # smooth daily drift moves a level by 1-2% an hour, a data mix by 5-8% at once
-DEG_STEP_Z = 1.645  # ... net of what the hours' medians step by chance: the steps' quantile less this many of
-# their standard deviations from the blocks' noise (in quadrature), which at a 5-minute cadence (2 blocks an hour) is
-# itself 1-3%: a steady job is judged at any cadence
 DEG_RECOVER = timedelta(hours=1)  # a degradation ends once this long's median is back halfway (in log) to the
 # reference, or has risen by half the drop over the hour before (a daily drift may have moved the level meanwhile)
 DEG_HOLD = timedelta(hours=4)  # the rise as a degradation ends is no swing
@@ -221,8 +218,7 @@ class JobDetector:
         self._interval_s: float | None = None  # their median
         self._prior_rate: float | None = None  # the last healthy run's baseline ...
         self._prior_nodes: int | None = None  # ... and the nodes it ran on, if it said
-        # (block end, |level step|, its standard deviation by chance, one block's noise then), see DEG_STEP
-        self._steps: deque[tuple[datetime, float, float, float]] = deque()
+        self._steps: deque[tuple[datetime, float, float]] = deque()  # (block end, |level step|, block noise then)
         self._deg_hold_until: datetime | None = None
         self._degraded: Anomaly | None = None
         self._deg_reference = 0.0  # an open degradation's reference level (log) ...
@@ -673,11 +669,8 @@ class JobDetector:
         last_hour = sorted(v for at, v in blocks if at > ts - DEG_STEP)
         hour_before = sorted(v for at, v in blocks if ts - 2 * DEG_STEP < at <= ts - DEG_STEP)
         if self._degraded is None and not held and last_hour and hour_before and len(blocks) > 2:
-            # how much the level steps on its own (a degradation and its recovery left out), and how much of that
-            # the two hours' medians would step by their blocks' noise alone (few blocks an hour at a long cadence)
-            noise = _block_noise(blocks)
-            chance = 1.25 * noise * math.sqrt(1 / len(last_hour) + 1 / len(hour_before))
-            self._steps.append((ts, abs(_median(last_hour) - _median(hour_before)), chance, noise))
+            # how much the level steps on its own (a degradation and its recovery left out), and one block's noise
+            self._steps.append((ts, abs(_median(last_hour) - _median(hour_before)), _block_noise(blocks)))
             while self._steps[0][0] <= ts - DEG_STEPS_KEPT:
                 self._steps.popleft()
         if self._degraded is not None:
@@ -700,14 +693,12 @@ class JobDetector:
         drop = ref - now
         if drop < DEG_DROP or not self._steps or ts - self._steps[0][0] < DEG_CALM_FOR:
             return
-        steps = sorted(step for _, step, _, _ in self._steps)
-        chance = DEG_STEP_Z * _median(sorted(sd for _, _, sd, _ in self._steps))
-        step = steps[int(DEG_STEP_QUANTILE * (len(steps) - 1))]
-        if step > DEG_MAX_STEP and step**2 - chance**2 > DEG_MAX_STEP**2:
+        steps = sorted(step for _, step, _ in self._steps)
+        if steps[int(DEG_STEP_QUANTILE * (len(steps) - 1))] > DEG_MAX_STEP:
             return  # the job's level steps by this much on its own: a 5% drop cannot be told from its data mix
         # one block's noise: the last 4 hours' say, or the job's usual over DEG_STEPS_KEPT if more (at a long cadence
         # the 4 hours hold 8 blocks, whose spread alone can say a +-12% job is quiet)
-        noise = max(_block_noise(blocks), _median(sorted(noise for _, _, _, noise in self._steps)))
+        noise = max(_block_noise(blocks), _median(sorted(noise for _, _, noise in self._steps)))
         error = 1.25 * noise * math.sqrt(1 / len(window) + 1 / len(reference))  # of the two medians' difference
         below = [at for at, v in window if v <= ref - DEG_BELOW]
         if noise > DEG_MAX_NOISE or drop < DEG_Z * error or len(below) < DEG_LASTING * len(window):
