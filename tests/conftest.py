@@ -14,6 +14,7 @@ import shutil
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,73 @@ from sandbox.world import EXAMPLE_PROGRAM, aws_environment
 from storage.db import Database, upgrade
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--clock-at",
+        metavar="ISO",
+        help="run each test with the clock set a moment before this instant (e.g. 2026-12-04T15:00:00Z, midnight in "
+        "Tokyo) and ticking on: no test may depend on the time of day, the day or the week it runs in",
+    )
+    parser.addoption(
+        "--clock-lead",
+        type=float,
+        default=0.5,
+        metavar="SECONDS",
+        help="with --clock-at: how many seconds before that instant each test starts (default 0.5)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "real_clock: the test needs the real wall clock even under --clock-at (it reads what a process outside "
+        "this one stamped with the real time, e.g. a live Prometheus scrape)",
+    )
+
+
+def _clock_instant(config: pytest.Config) -> datetime | None:
+    at = config.getoption("--clock-at")
+    if not at:
+        return None
+    instant = datetime.fromisoformat(at.replace("Z", "+00:00"))
+    if instant.tzinfo is None:
+        raise pytest.UsageError("--clock-at needs a time zone, e.g. 2026-12-04T15:00:00Z")
+    return instant
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _clock_at_session(request: pytest.FixtureRequest) -> Iterator[None]:
+    """`--clock-at`: the session starts an hour before the instant, so what the session's fixtures make (the
+    seeded AWS world, the migrated databases) is dated before any test's own clock, as in a real run."""
+    instant = _clock_instant(request.config)
+    if instant is None:
+        yield
+        return
+    import time_machine
+
+    with time_machine.travel(instant - timedelta(hours=1), tick=True):
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _clock_at(request: pytest.FixtureRequest, _clock_at_session: None) -> Iterator[None]:
+    """`--clock-at`: each test starts `--clock-lead` seconds before the instant, and time goes on from there
+    (time-machine moves datetime.now and time.time; asyncio's monotonic clock is left alone), so each crosses it
+    early in its run. Without the option nothing is patched."""
+    instant = _clock_instant(request.config)
+    if instant is None:
+        yield
+        return
+    import time_machine
+
+    if request.node.get_closest_marker("real_clock") is not None:
+        start = time_machine.escape_hatch.time.time()  # back to the wall clock, from under the session's travel
+    else:
+        start = (instant - timedelta(seconds=request.config.getoption("--clock-lead"))).timestamp()
+    with time_machine.travel(start, tick=True):
+        yield
 
 
 async def _admin(url: str, sql: str) -> None:

@@ -19,7 +19,6 @@ from sandbox.moto_support import add_capacity_reservation, add_training_plan
 from tests.conftest import SeededAws
 
 ACCOUNT, REGION = "111111111111", "us-east-1"
-NOW = datetime.now(UTC)
 CLUSTERS = (
     Cluster(org="kumo-labs", name="kumo-p5-dev", backend=Backend.PCLUSTER, status="CREATE_COMPLETE"),
     Cluster(org="kumo-labs", name="kumo-p5-train", backend=Backend.HYPERPOD, status="InService"),
@@ -80,9 +79,10 @@ def test_a_cluster_with_no_target_is_matched_by_instance_type_and_zone(seeded_aw
 def test_an_explicit_capacity_reservation_target_wins_over_the_type_and_zone_match(
     seeded_aws: SeededAws, kumo: OrgConfig
 ) -> None:
+    now = datetime.now(UTC)  # once, as the test starts: moto judges the plans by the same clock
     targeted = add_capacity_reservation(
         ACCOUNT, REGION, instance_type="p5.48xlarge", count=4, availability_zone="us-east-1a",
-        start=NOW - timedelta(days=1), end=NOW + timedelta(days=3), capacity_block=False,
+        start=now - timedelta(days=1), end=now + timedelta(days=3), capacity_block=False,
     )  # fmt: skip
     found = read(seeded_aws, kumo, configuration=targeting(targeted))
     assert found[targeted].clusters == (("kumo-p5-dev", "compute-gpu", 4),)
@@ -93,19 +93,20 @@ def test_an_explicit_capacity_reservation_target_wins_over_the_type_and_zone_mat
 def test_a_training_plan_lists_the_hyperpod_groups_that_name_it_and_ended_plans_are_left_out(
     seeded_aws: SeededAws, kumo: OrgConfig
 ) -> None:
+    now = datetime.now(UTC)  # once, as the test starts: moto judges the plans by the same clock
     from sandbox.moto_support import use_training_plan
 
     arn = add_training_plan(
         ACCOUNT, REGION, name="kumo-plan", instance_type="p5.48xlarge", count=32,
-        start=NOW - timedelta(days=2), end=NOW + timedelta(days=1),
+        start=now - timedelta(days=2), end=now + timedelta(days=1),
     )  # fmt: skip
     add_training_plan(
         ACCOUNT, REGION, name="kumo-old", instance_type="p5.48xlarge", count=8,
-        start=NOW - timedelta(days=9), end=NOW - timedelta(days=2),
+        start=now - timedelta(days=9), end=now - timedelta(days=2),
     )  # fmt: skip
     add_training_plan(
         ACCOUNT, REGION, name="kumo-failed", instance_type="p5.48xlarge", count=8,
-        start=NOW, end=NOW + timedelta(days=2), status="Failed",
+        start=now, end=now + timedelta(days=2), status="Failed",
     )  # fmt: skip
     use_training_plan(ACCOUNT, REGION, "kumo-p5-train", "worker-group-1", arn)
     try:
@@ -117,7 +118,7 @@ def test_a_training_plan_lists_the_hyperpod_groups_that_name_it_and_ended_plans_
     (plan,) = plans
     assert plan.instance_type == "ml.p5.48xlarge" and plan.total == 32 and plan.status == "Active"
     assert plan.clusters == (("kumo-p5-train", "worker-group-1", 32),)
-    assert plan.end is not None and abs((plan.end - (NOW + timedelta(days=1))).total_seconds()) < 1
+    assert plan.end is not None and abs((plan.end - (now + timedelta(days=1))).total_seconds()) < 1
 
 
 def test_a_reservation_tagged_for_another_org_is_not_listed(seeded_aws: SeededAws, kumo: OrgConfig) -> None:

@@ -16,7 +16,6 @@ from botocore.exceptions import ClientError
 from sandbox.moto_support import add_capacity_reservation, add_training_plan, remove_reserved_capacity
 
 ACCOUNT, REGION = "123456789012", "eu-west-1"  # moto's default account; a region no seeded org uses
-NOW = datetime.now(UTC)
 
 
 @pytest.fixture
@@ -31,14 +30,15 @@ def members(service: str, shape: str) -> set[str]:
 
 
 def test_training_plans_answer_in_botocore_shapes_with_status_from_the_clock(clients: tuple[Any, Any]) -> None:
+    now = datetime.now(UTC)  # once, as the test starts: moto judges the plans by the same clock
     sagemaker, _ = clients
     for i, (start, end) in enumerate(
-        [(NOW - timedelta(days=1), NOW + timedelta(days=1)), (NOW + timedelta(days=2), NOW + timedelta(days=3))]
+        [(now - timedelta(days=1), now + timedelta(days=1)), (now + timedelta(days=2), now + timedelta(days=3))]
     ):
         add_training_plan(ACCOUNT, REGION, name=f"plan-{i}", instance_type="p5.48xlarge", count=4, start=start, end=end)
     add_training_plan(
         ACCOUNT, REGION, name="plan-gone", instance_type="p5.48xlarge", count=4,
-        start=NOW - timedelta(days=4), end=NOW - timedelta(days=1),
+        start=now - timedelta(days=4), end=now - timedelta(days=1),
     )  # fmt: skip
     listed = sagemaker.list_training_plans()["TrainingPlanSummaries"]
     assert {p["TrainingPlanName"]: p["Status"] for p in listed} == {
@@ -67,10 +67,11 @@ def test_training_plans_answer_in_botocore_shapes_with_status_from_the_clock(cli
 
 
 def test_capacity_reservations_answer_in_botocore_shape_with_ec2s_filters_and_errors(clients: tuple[Any, Any]) -> None:
+    now = datetime.now(UTC)  # once, as the test starts: moto judges the plans by the same clock
     _, ec2 = clients
     block = add_capacity_reservation(
         ACCOUNT, REGION, instance_type="p5.48xlarge", count=16, availability_zone=f"{REGION}a",
-        start=NOW - timedelta(days=1), end=NOW + timedelta(hours=20),
+        start=now - timedelta(days=1), end=now + timedelta(hours=20),
     )  # fmt: skip
     odcr = add_capacity_reservation(
         ACCOUNT, REGION, instance_type="trn1.32xlarge", count=4, availability_zone=f"{REGION}b",
@@ -95,10 +96,11 @@ def test_capacity_reservations_answer_in_botocore_shape_with_ec2s_filters_and_er
 
 
 def test_hyperpod_instance_groups_carry_their_training_plan(clients: tuple[Any, Any]) -> None:
+    now = datetime.now(UTC)  # once, as the test starts: moto judges the plans by the same clock
     sagemaker, _ = clients
     arn = add_training_plan(
         ACCOUNT, REGION, name="hp-plan", instance_type="p5.48xlarge", count=2,
-        start=NOW, end=NOW + timedelta(days=2),
+        start=now, end=now + timedelta(days=2),
     )  # fmt: skip
     group = {
         "InstanceGroupName": "workers",

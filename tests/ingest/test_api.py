@@ -356,9 +356,10 @@ async def hours(api: Api) -> list[tuple[str, int, float]]:
     return [(r.job, r.count, r.total) for r in rows]
 
 
-def retried_batch() -> list[dict[str, Any]]:
-    """Samples with their own ts, as a script that retries sends them (without ts each would be new)."""
-    minute = now().replace(second=0, microsecond=0) - timedelta(minutes=3)
+def retried_batch(minute: datetime) -> list[dict[str, Any]]:
+    """Samples with their own ts, as a script that retries sends them (without ts each would be new). The minute
+    is the caller's, taken once: a batch rebuilt from the clock across a minute boundary would be another batch
+    (this failed a clean CI run)."""
     return [
         good(ts=(minute + timedelta(seconds=s)).isoformat(), tokens_per_second=float(v))
         for s, v in ((0, 10), (30, 30), (60, 50))
@@ -366,18 +367,20 @@ def retried_batch() -> list[dict[str, Any]]:
 
 
 async def test_a_retried_batch_is_accepted_stored_once_and_the_rollups_are_unchanged(api: Api) -> None:
-    first = await api.post(retried_batch())
+    start = now()
+    batch = retried_batch(start.replace(second=0, microsecond=0) - timedelta(minutes=3))
+    first = await api.post(batch)
     assert first.status_code == 202 and first.json() == {"accepted": 3, "duplicates": 0}
     await until(lambda: len(api.hooked) == 1)
     rollups, hourly = await minutes(api), await hours(api)
     assert sum(count for *_, count, _ in rollups) == 3
 
-    retry = await api.post(retried_batch())  # after a timeout the script did not see the answer of
+    retry = await api.post(batch)  # after a timeout the script did not see the answer of
     assert retry.status_code == 202 and retry.json() == {"accepted": 0, "duplicates": 3}
     assert len(await api.stored()) == 3
     assert await minutes(api) == rollups and await hours(api) == hourly
     # A retry with one more sample: only that one is new, in the rollups and for the detector.
-    more = [*retried_batch(), good(ts=(now() - timedelta(seconds=30)).isoformat(), tokens_per_second=70.0)]
+    more = [*batch, good(ts=(start - timedelta(seconds=30)).isoformat(), tokens_per_second=70.0)]
     third = await api.post(more)
     assert third.status_code == 202 and third.json() == {"accepted": 1, "duplicates": 3}
     await until(lambda: len(api.hooked) == 2)

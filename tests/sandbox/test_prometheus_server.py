@@ -226,6 +226,7 @@ def live_exporter() -> Iterator[tuple[str, list[float]]]:
         endpoint.server.server_close()
 
 
+@pytest.mark.real_clock  # Prometheus stamps its scrapes with the real time, and the test queries at it
 def test_live_targets_are_scraped_with_their_own_labels(live_exporter: tuple[str, list[float]]) -> None:
     target, _ = live_exporter
     with prometheus_server(scrape_targets=[target], scrape_interval="1s") as url:
