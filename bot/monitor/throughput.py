@@ -57,7 +57,10 @@ Slow from the start (issue 23): a run (after `start`, or a sample after `end`) i
 in, with the last healthy run's baseline: on the same `nodes` at or below 70% of it, or at or below 50% when either
 run did not say its nodes, it is a slowdown from the run's first sample (`restart`, its `baseline` the earlier rate),
 held against that rate until the job is back near it. (A hang keeps the run's baseline, so a slow resumption after
-one is an ordinary slowdown.)
+one is an ordinary slowdown.) A run's first hours hold one or two of its data mixes, so its blocks may sit at the top
+of the job's level range: as long as they sit above the last healthy run's centre (the median of its blocks), on
+nodes not known to differ, by no more than the job's level range (`LEVEL_Z` x its spread), the level allowance is
+measured from that centre, and the bottom of the range, where the last run was not slow, is not slow now either.
 
 Degradation (issue 23): a drop of 5% or more below the level of the 2 hours before, lasting 2 hours, judged at each
 block on the blocks' medians, clear of their own noise (a job whose blocks wander more than 2% from one to the next,
@@ -218,6 +221,7 @@ class JobDetector:
         self._interval_s: float | None = None  # their median
         self._prior_rate: float | None = None  # the last healthy run's baseline ...
         self._prior_nodes: int | None = None  # ... and the nodes it ran on, if it said
+        self._prior_centre: float | None = None  # ... and the median of its blocks: where its level sat, mid-range
         self._steps: deque[tuple[datetime, float, float]] = deque()  # (block end, |level step|, block noise then)
         self._deg_hold_until: datetime | None = None
         self._degraded: Anomaly | None = None
@@ -381,6 +385,7 @@ class JobDetector:
         self._prior_spread = max(self._prior_spread, self._level_spread)
         if self._established and self._reference is None and self._blocks_median is not None:
             self._prior_rate, self._prior_nodes = self._anchor(), self._nodes
+            self._prior_centre = self._blocks_median
         self._reference = None  # a slow start's slowdown holds the last healthy run's rate as the baseline
         self._restart_judged = False
         self._nodes = None
@@ -455,9 +460,21 @@ class JobDetector:
 
     def _set_allowance(self) -> None:
         noise = NOISE_Z * _median(sorted(self._noise)) if self._noise else 0.0
-        level = min(LEVEL_ALLOWANCE_MAX, LEVEL_Z * max(self._level_spread, self._prior_spread))
+        spread = LEVEL_Z * max(self._level_spread, self._prior_spread)
+        level = min(LEVEL_ALLOWANCE_MAX, spread) + self._level_lift(spread)
         self._allowance_value = max(ALLOWANCE, noise, level)
         self._allowance_ratio = math.exp(-self._allowance_value)
+
+    def _level_lift(self, spread: float) -> float:
+        """How far (in log) this run's blocks sit above the last healthy run's centre, within the job's level
+        range (`spread`), on nodes not known to differ: the level allowance is then measured from that centre.
+        A run's first hours hold one or two of its data mixes, so a restart at the top of the job's range would
+        otherwise put the floor there, and the bottom of the range (where the last run was not slow) below it."""
+        if self._prior_centre is None or self._blocks_median is None or self._reference is not None:
+            return 0.0
+        if self._nodes is not None and self._prior_nodes is not None and self._nodes != self._prior_nodes:
+            return 0.0
+        return min(max(0.0, math.log(self._blocks_median / self._prior_centre)), spread)
 
     def _add_to_block(self, ts: datetime, value: float, level: float) -> None:
         """A healthy sample for the anchored baseline; a block full of them (by time) becomes one median, unless
