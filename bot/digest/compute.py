@@ -337,6 +337,9 @@ def build_digest(
             if line.instance_hours > 0:
                 hours[line.instance_type] += line.instance_hours
     measured = [s.goodput for s in sections if s.goodput is not None]
+    # Orgs no job of which reported are left out of the program's figure (their held hours are not all idle,
+    # only not told apart); when none reported, the figure is theirs, unknown.
+    measured = [g for g in measured if g.reported] or measured
     totals = ProgramTotals(
         clusters=sum(len(s.clusters) for s in sections),
         nodes_by_type=_sum_instances(s.nodes_by_type for s in sections),

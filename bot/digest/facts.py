@@ -278,7 +278,11 @@ class GoodputFacts:
 
 @dataclass(frozen=True)
 class Goodput:
-    """Accelerator-hours of one org over [since, until): held, and the six parts it was spent on."""
+    """Accelerator-hours of one org over [since, until): held, and the six parts it was spent on.
+
+    `reported`: some job of the org was at work by its throughput in the window (a run of its samples or a
+    throughput episode). Without one Pitcrew cannot tell training from idle (every held hour lands in idle),
+    so goodput is unknown, not 0 %: the parts still add up to held."""
 
     since: datetime
     until: datetime
@@ -289,11 +293,12 @@ class Goodput:
     slowdowns: float = 0.0
     restarts: float = 0.0
     idle: float = 0.0
+    reported: bool = True
 
     @property
     def percent(self) -> float | None:
-        """training / held in percent; None when nothing was held."""
-        if self.held <= 0:
+        """training / held in percent; None when nothing was held or no job reported (`reported`)."""
+        if self.held <= 0 or not self.reported:
             return None
         return min(100.0, max(0.0, 100.0 * self.training / self.held))
 
@@ -414,7 +419,7 @@ class ProgramTotals:
     incidents_open: int
     milestones: int
     idle_instance_hours: float = 0.0
-    goodput: Goodput | None = None  # every org's together (None when no section has it)
+    goodput: Goodput | None = None  # every reporting org's together (None when no section has it)
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,10 @@ ending its warm-up, stalling or slowing down), and each piece's held accelerator
    **training**.
 
 So the six parts add up to the held accelerator-hours piece by piece, none is negative, and goodput =
-training / held is between 0 and 100 %. Accelerator-hours are instance-hours times the accelerators of the
-type (8 GPUs on a p5.48xlarge, 16 Trainium chips on a trn1.32xlarge: `compute.accelerators`); types without
-accelerators (head, login, controller nodes) hold none.
+training / held is between 0 and 100 %, or unknown (`Goodput.reported` False) when no job of the org was at
+work by its throughput in the window: then training cannot be told from idle. Accelerator-hours are
+instance-hours times the accelerators of the type (8 GPUs on a p5.48xlarge, 16 Trainium chips on a
+trn1.32xlarge: `compute.accelerators`); types without accelerators (head, login, controller nodes) hold none.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ __all__ = [
     "goodput",
     "missing_fraction",
     "percent_text",
+    "reported",
     "runs_of",
     "shares",
     "shown",
@@ -340,6 +342,7 @@ def goodput(facts: GoodputFacts, since: datetime | None = None, until: datetime 
                     held += accels * span
     hours = {part: value / 3600 for part, value in seconds.items()}
     return Goodput(
+        reported=reported(facts, start, end),
         since=start,
         until=max(end, start),
         held=held / 3600,
@@ -352,15 +355,24 @@ def goodput(facts: GoodputFacts, since: datetime | None = None, until: datetime 
     )
 
 
+def reported(facts: GoodputFacts, since: datetime, until: datetime) -> bool:
+    """Whether some job of the org was at work by its throughput in [since, until): one of its runs or
+    throughput episodes overlaps it (a job hung all week reported nothing, yet is known to be stalled)."""
+    return any(run.start < until and since < run.end for run in facts.runs) or any(
+        loss.start < until and (loss.end is None or since < loss.end) for loss in facts.losses
+    )
+
+
 def weekly(facts: GoodputFacts, weeks: Sequence[Week]) -> tuple[tuple[Week, Goodput], ...]:
     """Goodput of each week (a running week: so far), from one gathering of facts spanning them."""
     return tuple((week, goodput(facts, week.start, week.end)) for week in weeks)
 
 
 def combined(values: Iterable[Goodput], since: datetime, until: datetime) -> Goodput:
-    """Several orgs' goodput over one window as one (a program's): each part summed."""
+    """Several orgs' goodput over one window as one (a program's): each part summed; reported if any was."""
     every = list(values)
     return Goodput(
+        reported=any(v.reported for v in every),
         since=since,
         until=until,
         held=sum(v.held for v in every),
@@ -394,7 +406,7 @@ def shown(value: Goodput, decimals: int = 1) -> tuple[float, tuple[tuple[str, fl
 
 
 def percent_text(value: Goodput) -> str:
-    """ "87.3 %" (one decimal, 0.0 to 100.0), or "n/a" when nothing was held."""
+    """ "87.3 %" (one decimal, 0.0 to 100.0), or "n/a" when nothing was held or no job reported."""
     percent = value.percent
     return "n/a" if percent is None else f"{percent:.1f} %"
 

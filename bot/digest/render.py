@@ -31,7 +31,7 @@ from bot.digest.facts import (
     UsageLine,
     Week,
 )
-from bot.digest.goodput import PARTS, Goodput, percent_text, shares, shown
+from bot.digest.goodput import NODE_FAILURES, PARTS, Goodput, percent_text, shares, shown
 from bot.slack import charts
 from bot.slack.blocks import (
     MAX_BLOCKS,
@@ -189,17 +189,44 @@ def _usage_fallback(usage: Sequence[UsageLine]) -> str:
 def goodput_text(value: Goodput, *, last: Goodput | None = None, running: bool = False, bold: bool = True) -> str:
     """ "Goodput 60.8 % (last week 58.2 %) · of 512.0 accelerator-hours held: training 311.3 · node failures 8.0
     · ..." (DESIGN.md, Goodput): every part by name in accelerator-hours with one decimal and no thousands
-    separators, rounded so that they add up to the held figure as printed."""
+    separators, rounded so that they add up to the held figure as printed. An org no job of which reported
+    throughput: "Goodput n/a: no job reported throughput this week · 512.0 accelerator-hours held" (its idle
+    part would be a guess, so no parts but node failures, known without jobs)."""
     head = f"Goodput {percent_text(value)}"
-    head = (f"*{head}*" if bold else head) + (" so far" if running else "")
+    head = f"*{head}*" if bold else head
+    if value.held > 0 and not value.reported:
+        head += f": {UNREPORTED}"
+    head += " so far" if running else ""
     if last is not None and last.percent is not None:
         head += f" (last week {percent_text(last)})"
     if value.held <= 0:
         return head + " · no accelerator-hours held"
+    if not value.reported:
+        return head + _unreported_held(value)
     held, parts = shown(value)
     return f"{head} · of {held:.1f} accelerator-hours held: " + " · ".join(
         f"{name} {hours:.1f}" for name, hours in parts
     )
+
+
+UNREPORTED = "no job reported throughput this week"
+
+
+def _unreported_held(value: Goodput) -> str:
+    """ " · 512.0 accelerator-hours held · node failures 8.0": what is known of an org without reports."""
+    held, parts = shown(value)
+    failures = dict(parts)[NODE_FAILURES]
+    return f" · {held:.1f} accelerator-hours held" + (f" · node failures {failures:.1f}" if failures > 0 else "")
+
+
+def unreported(digest: ProgramDigest) -> list[OrgSection]:
+    """The orgs that held accelerators but none of whose jobs reported throughput: no goodput to chart."""
+    return [o for o in digest.orgs if o.goodput is not None and o.goodput.held > 0 and not o.goodput.reported]
+
+
+def charted(digest: ProgramDigest) -> bool:
+    """Whether the summary gets a goodput chart: some org's goodput is known."""
+    return digest.totals.goodput is not None and digest.totals.goodput.reported
 
 
 def _goodput_shares(value: Goodput) -> str:
@@ -330,7 +357,10 @@ def digest_summary(digest: ProgramDigest) -> list[Reply]:
         )
     if totals.goodput is not None:
         running = totals.goodput.until < week.end
-        figures.append(goodput_text(totals.goodput, running=running).replace("*Goodput", "*Program goodput", 1))
+        line = goodput_text(totals.goodput, running=running).replace("*Goodput", "*Program goodput", 1)
+        if totals.goodput.reported and (left := len(unreported(digest))):
+            line += f" · {_plural(left, 'org')} left out: no job of theirs reported throughput"
+        figures.append(line)
     body: list[Block] = [context(f"{_date_range(week)} ({week.tz.key})"), section("\n".join(figures))]
 
     if digest.attention:
@@ -350,7 +380,7 @@ def digest_summary(digest: ProgramDigest) -> list[Reply]:
     if measured:
         body += sections(
             [":chart_with_upwards_trend: *Goodput by org* (training / held accelerator-hours; where the rest went)"]
-            + [_org_goodput(org, week) for org in measured]
+            + [_org_goodput(org, week, charted=charted(digest)) for org in measured]
         )
 
     body.append(divider())
@@ -392,10 +422,13 @@ def _org_overview(org: OrgSection) -> str:
     )
 
 
-def _org_goodput(org: OrgSection, week: Week) -> str:
+def _org_goodput(org: OrgSection, week: Week, *, charted: bool = True) -> str:
     value = org.goodput
     if value is None:
         return f"• *{escape(org.name)}*: no goodput"
+    if value.held > 0 and not value.reported:
+        text = goodput_text(value, last=org.goodput_last_week, running=value.until < week.end, bold=False)
+        return f"• *{escape(org.name)}*: {text}" + (" · not in the chart" if charted else "")
     line = f"• *{escape(org.name)}*: Goodput {percent_text(value)}" + (" so far" if value.until < week.end else "")
     last = org.goodput_last_week
     if last is not None and last.percent is not None:
@@ -913,10 +946,16 @@ def program_chart(digest: ProgramDigest) -> bytes:
 
 
 def goodput_chart(digest: ProgramDigest) -> bytes:
-    """Each org's held accelerator-hours as one bar of 100 %: training, then where the rest went."""
-    measured = [org for org in digest.orgs if org.goodput is not None]
+    """Each org's held accelerator-hours as one bar of 100 %: training, then where the rest went. Orgs none of
+    whose jobs reported throughput have no bar (an all-idle bar would be a guess); the title says how many."""
+    left = unreported(digest)
+    out = {org.org_id for org in left}
+    measured = [org for org in digest.orgs if org.goodput is not None and org.org_id not in out]
+    title = f"{digest.program_name}: goodput and where the rest went, by org, {digest.week.label}"
+    if left:
+        title += f"\n{_plural(len(left), 'org')} left out: no job of theirs reported throughput"
     return charts.goodput_chart(
-        title=f"{digest.program_name}: goodput and where the rest went, by org, {digest.week.label}",
+        title=title,
         orgs=[f"{org.name} {percent_text(org.goodput)}" for org in measured if org.goodput is not None],
         shares=[shares(org.goodput) for org in measured if org.goodput is not None],
     )

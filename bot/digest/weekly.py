@@ -202,7 +202,7 @@ class WeeklyDigest:
             ts = await self._post_all(channel, self._presenter.summary(digest), None, sent, run_id)
             chart = await asyncio.to_thread(self._presenter.program_chart, digest)
             await self._upload(channel, chart, f"digest-{digest.week.label}.png", "Instance-hours by org", ts)
-            if digest.totals.goodput is not None:
+            if digest.totals.goodput is not None and digest.totals.goodput.reported:
                 chart = await asyncio.to_thread(self._presenter.goodput_chart, digest)
                 await self._upload(channel, chart, f"goodput-{digest.week.label}.png", "Goodput by org", ts)
             for section in digest.orgs:

@@ -61,7 +61,7 @@ async def _preview(call: Call, parsed: DigestPreview) -> Answer:
         replies = render.digest_summary(digest)
         chart_work = asyncio.to_thread(program_chart, digest)
         name = f"digest-{week.label}.png"
-        if digest.totals.goodput is not None:
+        if render.charted(digest):
             also = asyncio.to_thread(goodput_chart, digest)
     else:
         refused = org_refusal(services, user_id=user_id, action=Action.VIEW, org_id=org_id)

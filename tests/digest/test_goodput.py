@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.digest.compute import accelerators, instance_hours
-from bot.digest.facts import StateChange
+from bot.digest.compute import accelerators, build_digest, instance_hours
+from bot.digest.facts import OrgFacts, StateChange
 from bot.digest.goodput import (
     PARTS,
     Goodput,
@@ -18,6 +18,7 @@ from bot.digest.goodput import (
     Loss,
     Outage,
     Run,
+    combined,
     goodput,
     percent_text,
     shares,
@@ -135,6 +136,48 @@ def test_shares_are_percent_of_held() -> None:
     assert shares(value) == {**dict.fromkeys(PARTS, 0.0), "training": 75.0, "idle": 25.0}
 
 
+def test_an_org_no_job_of_which_reported_has_no_goodput_but_its_held_hours_and_parts() -> None:
+    """No run and no throughput episode in the window: training cannot be told from idle, so goodput is
+    unknown (not 0 %); held and the parts (all idle but node failures) are still counted and add up."""
+    silent = goodput(facts(hours=10, changes=(state(4),), outages=(Outage("c", at(2), at(3), 1, "p5.48xlarge"),)))
+    assert not silent.reported and silent.percent is None and percent_text(silent) == "n/a"
+    assert silent.held == pytest.approx(320) and parts(silent)["node failures"] == 8.0 and parts(silent)["idle"] == 312
+    # A run that ended before the window, or begins after it, is not this window's report.
+    before = facts(hours=10, changes=(state(4),), runs=(run(0, 2),))
+    assert goodput(before).reported and not goodput(before, at(2), at(10)).reported
+    assert not goodput(before, at(-5), at(0)).reported
+    # One reporting job is enough: its org's clusters without a job are idle, as always (0.0 % is a figure).
+    other = (state(4), state(4, cluster="d"))
+    some = goodput(facts(hours=10, changes=other, runs=(run(8, 10),)))
+    assert some.reported and percent_text(some) == "10.0 %" and parts(some)["idle"] == 576.0
+    assert percent_text(goodput(facts(hours=10, changes=(state(4),), runs=(run(0, 10, nodes=0),)))) == "0.0 %"
+    # A job hung all window reported nothing in it, yet Pitcrew knows it is stalled.
+    hung = goodput(
+        facts(hours=4, changes=(state(1),), runs=(run(-2, -1),), losses=(Loss("c", "j", "stall", at(-1), None),))
+    )
+    assert hung.reported and percent_text(hung) == "0.0 %" and parts(hung)["stalls"] == 32.0
+    # Orgs together: reported if any was; none was, none is.
+    assert combined([silent, some], T0, at(10)).reported and not combined([silent], T0, at(10)).reported
+
+
+def test_the_program_figure_is_that_of_the_orgs_that_reported() -> None:
+    """Nine silent orgs' held hours would read as the program's idle; they are left out of its figure."""
+    week = parse_week("2026-W47", ZoneInfo("UTC"))
+
+    def org(org_id: str, *runs: Run) -> OrgFacts:
+        gathered = GoodputFacts(org_id, week.start, week.end, (state(4, hours=-200),), runs=runs)
+        return OrgFacts(org_id, org_id.title(), "C1", {}, week.start, week.end, goodput=gathered)
+
+    training = Run("c", "j", week.start, week.start, week.end)
+    built = build_digest(program_name="P", week=week, facts=[org("kumo", training), org("sora"), org("hikari")])
+    assert [percent_text(o.goodput) for o in built.orgs if o.goodput] == ["100.0 %", "n/a", "n/a"]
+    assert built.totals.goodput is not None and built.totals.goodput.held == pytest.approx(32 * 168)
+    assert percent_text(built.totals.goodput) == "100.0 %"
+    none = build_digest(program_name="P", week=week, facts=[org("sora"), org("hikari")])
+    assert none.totals.goodput is not None and not none.totals.goodput.reported
+    assert none.totals.goodput.held == pytest.approx(2 * 32 * 168)
+
+
 # ------------------------------------------------------------------------------------------------ properties
 
 hours = st.floats(min_value=-5, max_value=30, allow_nan=False).map(lambda h: round(h, 2))
@@ -195,6 +238,7 @@ def test_the_parts_always_add_up_to_held_none_negative_goodput_in_0_to_100(
     # Held is what the states integrate to, whatever else happened.
     bare = goodput(GoodputFacts("org", at(0), at(24), tuple(changes)), at(window[0]), at(window[1]))
     assert value.held == pytest.approx(bare.held, rel=1e-12, abs=1e-9) and bare.idle == pytest.approx(bare.held)
+    assert not bare.reported and bare.percent is None, "no job reported: goodput unknown, never 0 %"
     # ... the one held figure: the usage ledger's instance-hours times each type's accelerators.
     ledger = instance_hours(changes, at(max(window[0], 0)), at(min(max(window[1], 0), 24)))
     assert value.held == pytest.approx(sum(h * accelerators(t) for t, h in ledger.items()), rel=1e-9, abs=1e-9)

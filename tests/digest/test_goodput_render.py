@@ -7,7 +7,9 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
+import pytest
 from matplotlib.patches import Rectangle
 
 from bot.digest import render
@@ -109,3 +111,79 @@ def test_the_home_shows_this_weeks_goodput_against_last_weeks() -> None:
     assert percent == 60.8 and "(last week 78.1 %)" in text and round(sum(parts.values()), 1) == held
     quiet = replace(org, goodput=Goodput(WEEK.start, WEEK.end, 0.0), goodput_last_week=None)
     assert "Goodput" not in text_of(home_view(replace(facts, orgs=(quiet,)), tz=WEEK.tz))
+
+
+def silent(held: float = 512.0, *, failures: float = 0.0, until_end: bool = True) -> Goodput:
+    """An org that held accelerators but none of whose jobs reported throughput: all idle, by the arithmetic."""
+    return replace(
+        value(0.0, held=held, until_end=until_end),
+        node_failures=failures,
+        stalls=0.0,
+        slowdowns=0.0,
+        restarts=0.0,
+        idle=held - failures,
+        reported=False,
+    )
+
+
+def test_an_org_without_reports_reads_n_a_with_its_held_hours_not_0_percent() -> None:
+    section = busy_section(goodput=silent(failures=16.0), goodput_last_week=value(400.0))
+    text = everything(render.org_digest(section, week=WEEK, program_name="FM Accelerator"))
+    assert (
+        "*Goodput n/a*: no job reported throughput this week (last week 78.1 %) · 512.0 accelerator-hours held · "
+        "node failures 16.0"
+    ) in text
+    assert not LINE.search(text) and "idle 496.0" not in text, "no guessed idle part"
+    # Against a last week without reports: no comparison to make.
+    running = render.goodput_text(silent(until_end=False), last=silent(), running=True, bold=False)
+    assert running == "Goodput n/a: no job reported throughput this week so far · 512.0 accelerator-hours held"
+    # Nothing held says so, as before.
+    assert render.goodput_text(replace(silent(0.0), held=0.0)) == "*Goodput n/a* · no accelerator-hours held"
+
+
+def test_the_summary_leaves_orgs_without_reports_out_of_the_program_figure_and_the_chart(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    kumo = busy_section(goodput=value(), goodput_last_week=value(256.0))
+    sora = busy_section("sora-ai", "Sora AI", goodput=silent(), goodput_last_week=silent())
+    hikari = quiet_section()
+    program = digest([kumo, sora, hikari])
+    program = replace(program, totals=replace(program.totals, goodput=combined([value()], WEEK.start, WEEK.end)))
+    text = everything(render.digest_summary(program))
+    assert (
+        "*Sora AI*: Goodput n/a: no job reported throughput this week · 512.0 accelerator-hours held · not in the chart"
+    ) in text
+    assert "Program goodput 60.8 %* · of 512.0 accelerator-hours held" in text
+    assert "· 1 org left out: no job of theirs reported throughput" in text
+    assert render.charted(program)
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(charts, "goodput_chart", lambda **drawn: seen.update(drawn) or b"")
+    render.goodput_chart(program)
+    assert seen["orgs"] == ["Kumo Labs 60.8 %"], "Sora has no bar"
+    assert seen["title"].endswith("\n1 org left out: no job of theirs reported throughput")
+
+
+def test_a_program_none_of_whose_orgs_reported_has_no_figure_to_chart() -> None:
+    sora = busy_section("sora-ai", "Sora AI", goodput=silent())
+    program = digest([sora])
+    program = replace(program, totals=replace(program.totals, goodput=combined([silent()], WEEK.start, WEEK.end)))
+    text = everything(render.digest_summary(program))
+    assert "*Program goodput n/a*: no job reported throughput this week · 512.0 accelerator-hours held" in text
+    assert "left out" not in text and "not in the chart" not in text
+    assert not render.charted(program)
+
+
+def test_track_show_and_the_home_say_n_a_for_a_week_without_reports() -> None:
+    before = replace(WEEK, label="2026-W47", start=WEEK.start - timedelta(days=7), end=WEEK.start)
+    text = shown(show([], goodput=[(before, value(400.0)), (WEEK, silent(until_end=False))]))
+    assert (
+        "• 2026-W48: Goodput n/a: no job reported throughput this week so far (last week 78.1 %) · "
+        "512.0 accelerator-hours held"
+    ) in text
+    org = OrgHome(org_id="kumo-labs", name="Kumo Labs", goodput=silent(until_end=False), goodput_last_week=value())
+    facts = HomeFacts(
+        viewer=Viewer.MEMBER, user_id="U0ALICE01", now=WEEK.start, orgs=(org,), roles={"kumo-labs": "viewer"}
+    )
+    home = text_of(home_view(facts, tz=WEEK.tz))
+    assert "This week: Goodput n/a: no job reported throughput this week so far (last week 60.8 %)" in home
+    assert "0.0 %" not in home
