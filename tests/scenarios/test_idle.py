@@ -42,6 +42,21 @@ def idle_notices(world: Sandbox, channel: str, cluster: str = DEV) -> list[Messa
     ]
 
 
+def after_the_last_launch(cluster: str = DEV) -> datetime:
+    """Now, or the newest launch of the cluster's instances if later: the test's hours count from a time after
+    the world was last changed (moto's world is the session's, and another test may have relaunched this
+    fleet; under `pytest --clock-at` each test starts at the same instant, so that could seem to come later)."""
+    from moto.ec2.models import ec2_backends
+
+    now = datetime.now(UTC)
+    for regions in list(ec2_backends.values()):
+        for backend in list(regions.values()):
+            for instance in backend.all_instances():
+                if {t["key"]: t["value"] for t in instance.get_tags()}.get("parallelcluster:cluster-name") == cluster:
+                    now = max(now, instance.launch_time.replace(tzinfo=UTC) + timedelta(seconds=1))
+    return now
+
+
 async def sweep_at(world: Sandbox, moment: datetime) -> None:
     world.pitcrew.services.alerts.clock = lambda: moment  # the desk's clock: the node monitor's and the idle check's
     await world.pitcrew.services.monitor.sweep()
@@ -50,7 +65,7 @@ async def sweep_at(world: Sandbox, moment: datetime) -> None:
 
 async def test_an_idle_cluster_gets_one_notice_with_its_cost_and_it_closes_when_a_job_reports(world: Sandbox) -> None:
     services = world.pitcrew.services
-    now = datetime.now(UTC)
+    now = after_the_last_launch()
     await sweep_at(world, now + timedelta(hours=1))
     assert not idle_notices(world, KUMO), "under the default 2 h: nothing yet"
 
