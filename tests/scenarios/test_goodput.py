@@ -19,7 +19,10 @@ start of 2026-W47 (Mon 16 Nov 00:00 JST):
 | the rest | training | training 3,703.5 in all |
 
 Held 32 x 168 = 5,376; goodput 3,703.47 / 5,376 = 68.9 %. In 2026-W46 the job ran its first 84 hours and the
-nodes idled the rest: 50.0 %. In 2026-W48 so far (9 h) nothing ran: 0.0 %, 288 idle."""
+nodes idled the rest: 50.0 %. In 2026-W48 so far (9 h) no job reported: goodput n/a (not 0.0 %), 288 held.
+
+Sakura AI holds 2 x trn1.32xlarge (32 chips) all along and no job of it reports: n/a, 5,376 held, left out of the
+program's figure (Kumo's alone, 68.9 %) and of the chart."""
 
 from __future__ import annotations
 
@@ -39,6 +42,7 @@ WEEK = parse_week("2026-W47", TOKYO)
 BEFORE = previous_week(WEEK)
 NOW = due_at(WEEK, "mon 09:00")  # 9 h into 2026-W48
 ORG, CLUSTER, JOB = "kumo-labs", "kumo-p5-train", "llama-70b"
+SILENT, SILENT_CLUSTER = "sakura-ai", "sakura-trn1-pretrain"
 ALICE, KUMO = "U0ALICE01", "C0KUMOLAB"
 RATE = 100_000.0
 
@@ -102,6 +106,8 @@ async def seed(world: Sandbox) -> None:
     w46 = last_week.total_seconds() / 3600
     async with services.db.session() as session:
         await tracking.record_cluster_states(session, org_id=ORG, held=held, at=at(w46 - 24))
+        silent = {("hyperpod", SILENT_CLUSTER, "trn1.32xlarge"): 2}
+        await tracking.record_cluster_states(session, org_id=SILENT, held=silent, at=at(w46 - 24))
         await crud.store_samples(
             session,
             samples=[
@@ -141,29 +147,45 @@ async def test_a_week_of_known_failures_stalls_and_idle_time_reads_the_same_good
         "*Kumo Labs*: Goodput 68.9 % (last week 50.0 %) · node failures 0.3 % · stalls 0.6 % · slowdowns 1.0 % · "
         "restarts and warm-up 0.7 % · idle 28.6 %" in summary
     ), summary
-    assert "*Sakura AI*: Goodput n/a · no accelerator-hours held" in summary, summary
+    # An org that held accelerators but none of whose jobs reported: unknown, not 0.0 %, and not in the figure.
+    assert (
+        "*Sakura AI*: Goodput n/a: no job reported throughput this week · 5376.0 accelerator-hours held · "
+        "not in the chart" in summary
+    ), summary
+    assert (
+        "*Program goodput 68.9 %* · of 5376.0 accelerator-hours held" in summary
+        and "· 1 org left out: no job of theirs reported throughput" in summary
+    ), summary
+    assert "Goodput n/a · no accelerator-hours held" in summary, "orgs that held nothing say so, as before"
 
-    # The running week so far, previewed: 9 hours held, nothing ran.
+    # The running week so far, previewed: 9 hours held, no job reported.
     this_week = f"preview {ORG} --week {parse_week('2026-W48', TOKYO).label}"
     running = body(await digest_command(sandbox, this_week, user=ALICE, channel=KUMO))
-    assert "Goodput 0.0 %* so far (last week 68.9 %) · of 288.0 accelerator-hours held" in running, running
+    assert (
+        "*Goodput n/a*: no job reported throughput this week so far (last week 68.9 %) · 288.0 accelerator-hours held"
+        in running
+    ), running
+    assert "Goodput 0.0 %" not in running and "idle 288.0" not in running, running
 
     # The Home: this week so far against last week.
     home = text_of(await open_home(sandbox, ALICE))
     assert (
-        "This week: Goodput 0.0 % so far (last week 68.9 %) · of 288.0 accelerator-hours held: training 0.0 · "
-        "node failures 0.0 · stalls 0.0 · slowdowns 0.0 · restarts and warm-up 0.0 · idle 288.0"
+        "This week: Goodput n/a: no job reported throughput this week so far (last week 68.9 %) · "
+        "288.0 accelerator-hours held"
     ) in home, home
 
     # /track show over two weeks: each week of the window, newest first, each against the one before.
     shown = body(await ask(sandbox, user=ALICE, channel=KUMO, text="show --weeks 2", command="/track"))
-    assert "• 2026-W48: Goodput 0.0 % so far (last week 68.9 %)" in shown, shown
+    assert (
+        "• 2026-W48: Goodput n/a: no job reported throughput this week so far (last week 68.9 %) · "
+        "288.0 accelerator-hours held" in shown
+    ), shown
     assert "• 2026-W47: " + LINE_W47.replace("%*", "%") in shown, shown
     assert "• 2026-W46: Goodput 50.0 % · of 5376.0 accelerator-hours held: training 2688.0" in shown, shown
 
     # The posted digest: the goodput chart in the summary's thread.
     await digest_command(sandbox, "send")
     (posted,) = [m for m in summaries(sandbox) if m.ephemeral_to is None]
-    assert "Program goodput 68.9 %" in body(posted)
+    assert "Program goodput 68.9 %" in body(posted) and "1 org left out" in body(posted)
     files = [f for m in replies_in(sandbox, posted) for f in m.files]
     assert any(f.get("filename") == f"goodput-{WEEK.label}.png" for f in files), files
