@@ -141,12 +141,15 @@ async def test_a_deep_health_check_runs_from_the_alert_and_its_failure_is_posted
     await world.slack.wait_for(
         lambda m: m.thread_ts == alert.ts and "Deep health check of" in m.text and "failed (" in m.text
     )
+    # The thread's line comes first, the alert's edit right after it, from the change's watch (no drain waits
+    # for that): wait for the edit itself (reading at once failed on a loaded machine).
+    shown = await world.slack.wait_for(
+        lambda m: m.ts == alert.ts and m.channel == alert.channel and "Deep health check failed" in body(m)
+    )
     await world.pitcrew.services.drain()
     said = thread(world, alert)
     assert sum("Deep health check of" in t and "failed" in t for t in said) == 1, said
     assert any(SEEDED_XID in t for t in said)
-    shown = now_of(world, alert)
-    assert "Deep health check failed" in body(shown)
     assert buttons(shown)[0] == "alert_replace", "a failed check offers Replace node first"
     steps = await audit(world)
     assert ("alert_check", "refused") in steps and ("alert_check", "allowed") in steps
@@ -172,6 +175,8 @@ async def test_cluster_check_runs_from_a_command_and_the_node_alert_says_it_pass
     said = thread(world, alert)
     assert any("started (InstanceStress)" in t for t in said), said
     assert any("passed (InstanceStress)" in t for t in said), said
+    # The alert's own edit follows its thread's line: waited for, so the sweep's edit is the last.
+    await world.slack.wait_for(lambda m: m.ts == alert.ts and "Deep health check passed" in body(m))
     await sweep(world)
     assert "Recovered" in now_of(world, alert).text
 
