@@ -751,25 +751,30 @@ def stepping(levels: list[tuple[timedelta, float]], rng: random.Random) -> Calla
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_a_restart_at_the_top_of_the_jobs_level_range_is_not_slow_at_its_bottom(seed: int) -> None:
-    """The held-out generator's held-009: a job whose rate moves 0.92-1.08 with its data mix restarts on the same
-    nodes at 1.08, and 4 hours on its mix steps to 0.91: 84 % of the run's first blocks, below the allowance's
-    ceiling (85.5 %) measured from them, but within the range its last run held. The floor stays where the last
-    run put it (its centre's allowance): a real drop after the restart is still told."""
+@pytest.mark.parametrize(("nodes", "scale"), [(16, 1.0), (12, 0.75)])
+def test_a_restart_at_the_top_of_the_jobs_level_range_is_not_slow_at_its_bottom(
+    seed: int, nodes: int, scale: float
+) -> None:
+    """The held-out generator's held-009 (same nodes) and held-005 (fewer): a job whose rate moves 0.92-1.08 with
+    its data mix stops at 1.08, restarts there (its data resumes where it stopped), and 4 hours on its mix steps to
+    0.91: 84 % of the run's first blocks, below the allowance's ceiling (85.5 %) measured from them, but within the
+    range its last run held. The floor stays where the job's centre puts it: a real drop after the restart is
+    still told."""
     rng = random.Random(seed)
     hours = timedelta(hours=1)
     cycle = [1.0, 0.92, 1.08, 0.96, 1.04]
-    levels = [(3 * i * hours, cycle[i % len(cycle)]) for i in range(10)]  # 30 hours, 3 at each level
+    levels = [(3 * i * hours, cycle[i % len(cycle)]) for i in range(9)]  # 27 hours, 3 at each level
     restart = 30 * hours
-    levels += [(restart, 1.08), (restart + 4 * hours, 0.91), (restart + 8 * hours, 0.7)]
+    levels += [(27 * hours, 1.08), (restart, 1.08 * scale), (restart + 4 * hours, 0.91 * scale)]
+    levels += [(restart + 8 * hours, 0.7 * scale)]
     value = stepping(levels, rng)
     detector = JobDetector()
     detector.observe(Sample(T0, None, "start"))
     assert run(detector, T0, restart, value, nodes=16) == []
     detector.observe(Sample(T0 + restart, None, "end"))
     detector.observe(Sample(T0 + restart + minutes(10), None, "start"))
-    assert run(detector, T0 + restart + minutes(12), 8 * hours - minutes(12), value, nodes=16) == []
+    assert run(detector, T0 + restart + minutes(12), 8 * hours - minutes(12), value, nodes=nodes) == []
     drop = T0 + restart + 8 * hours
-    [slowdown] = run(detector, drop, hours, value, nodes=16)
+    [slowdown] = run(detector, drop, hours, value, nodes=nodes)
     assert slowdown.kind == "slowdown" and not slowdown.restart
     assert slowdown.detected_at - drop <= minutes(15)
