@@ -176,11 +176,14 @@ def week_of_jobs(jobs: int = 30, seed: int = 5) -> Iterator[dict[str, str]]:
 def test_a_week_of_30_jobs_at_30_second_cadence_replays_in_seconds() -> None:
     rows = list(week_of_jobs())
     assert len(rows) == 604_800
-    started = time.perf_counter()
+    # CPU time, not the wall clock: on a loaded machine the wall clock counts other processes' turns too (18 s
+    # of wall clock against the 20 s bound under a concurrent suite run, for about 9 s of this process's work).
+    started = time.process_time()
     episodes = list(replay(rows))
-    elapsed = time.perf_counter() - started
+    elapsed = time.process_time() - started
     print(  # noqa: T201 (the issue asks for the time to be shown)
-        f"\nreplayed {len(rows):,} rows (30 jobs, a week at 30 s) in {elapsed:.2f} s: {len(rows) / elapsed:,.0f} rows/s"
+        f"\nreplayed {len(rows):,} rows (30 jobs, a week at 30 s) in {elapsed:.2f} s of CPU: "
+        f"{len(rows) / elapsed:,.0f} rows/s"
     )
     assert elapsed < 20
     assert sorted(e["kind"] for e in episodes) == ["slowdown"] * 30 + ["stall"] * 30
