@@ -58,10 +58,9 @@ in, with the last healthy run's baseline: on the same `nodes` at or below 70% of
 run did not say its nodes, it is a slowdown from the run's first sample (`restart`, its `baseline` the earlier rate),
 held against that rate until the job is back near it. (A hang keeps the run's baseline, so a slow resumption after
 one is an ordinary slowdown.) A run's first hours hold one or two of its data mixes, so its blocks may sit at the top
-of the job's level range: as long as they sit above the last healthy run's centre (the median of its blocks) by
-no more than the job's level range (`LEVEL_Z` x its spread), the level allowance is measured from that centre, and
-the bottom of the range, where the last run was not slow, is not slow now either. (On other nodes the rates do not
-compare: the run is taken to begin where the last one ended against its centre, as a restart resumes its data.)
+of the job's level range: on the same `nodes` as the last healthy run, as long as they sit above its centre (the
+median of its blocks) by no more than the job's level range (`LEVEL_Z` x its spread), the level allowance is measured
+from that centre, and the bottom of the range, where the last run was not slow, is not slow now either.
 
 Degradation (issue 23): a drop of 5% or more below the level of the 2 hours before, lasting 2 hours, judged at each
 block on the blocks' medians, clear of their own noise (a job whose blocks wander more than 2% from one to the next,
@@ -223,7 +222,6 @@ class JobDetector:
         self._prior_rate: float | None = None  # the last healthy run's baseline ...
         self._prior_nodes: int | None = None  # ... and the nodes it ran on, if it said
         self._prior_centre: float | None = None  # ... and the median of its blocks: where its level sat, mid-range
-        self._prior_position = 0.0  # ... and where it ended against that (log): a restart resumes the data there
         self._steps: deque[tuple[datetime, float, float]] = deque()  # (block end, |level step|, block noise then)
         self._deg_hold_until: datetime | None = None
         self._degraded: Anomaly | None = None
@@ -388,7 +386,6 @@ class JobDetector:
         if self._established and self._reference is None and self._blocks_median is not None:
             self._prior_rate, self._prior_nodes = self._anchor(), self._nodes
             self._prior_centre = self._blocks_median
-            self._prior_position = math.log(_median(self._sorted) / self._blocks_median) if self._sorted else 0.0
         self._reference = None  # a slow start's slowdown holds the last healthy run's rate as the baseline
         self._restart_judged = False
         self._nodes = None
@@ -409,7 +406,6 @@ class JobDetector:
         self._block: list[float] = []  # the healthy samples of the block being filled
         self._block_end: datetime | None = None
         self._blocks_median: float | None = None
-        self._first_block: float | None = None  # the run's first healthy block's median
         self._noise: deque[float] = deque(maxlen=NOISE_BLOCKS)  # the sample noise measured at the last blocks
         self._level_spread = 0.0  # the robust spread of the healthy blocks' log-medians around their median
         self._set_allowance()
@@ -471,19 +467,17 @@ class JobDetector:
 
     def _level_lift(self, spread: float) -> float:
         """How far (in log) this run's blocks sit above the job's centre (the last healthy run's blocks' median),
-        within its level range (`spread`): the level allowance is then measured from that centre. A run's first
-        hours hold one or two of its data mixes, so a restart at the top of the job's range would otherwise put
-        the floor there, and the bottom of the range (where the last run was not slow) below it. On nodes not
-        known to differ the rates compare as they are; on other nodes the run began where the last one ended in
-        the range (a restart resumes its data there), and has moved since by what its blocks say."""
-        first, median = self._first_block, self._blocks_median
-        if self._prior_centre is None or first is None or median is None or self._reference is not None:
+        within its level range (`spread`), when both runs said the same nodes: the level allowance is then measured
+        from that centre. A run's first hours hold one or two of its data mixes, so a restart at the top of the
+        job's range would otherwise put the floor there, and the bottom of the range (where the last run was not
+        slow) below it. Only on known, equal nodes: applied to every run whose rate is a little higher (the main
+        generator's, no nodes), it let moderate slowdowns and declines through later."""
+        median = self._blocks_median
+        if self._prior_centre is None or median is None or self._reference is not None:
             return 0.0
-        if self._nodes is not None and self._prior_nodes is not None and self._nodes != self._prior_nodes:
-            lift = self._prior_position + math.log(median / first)
-        else:
-            lift = math.log(median / self._prior_centre)
-        return min(max(0.0, lift), spread)
+        if self._nodes is None or self._nodes != self._prior_nodes:
+            return 0.0
+        return min(max(0.0, math.log(median / self._prior_centre)), spread)
 
     def _add_to_block(self, ts: datetime, value: float, level: float) -> None:
         """A healthy sample for the anchored baseline; a block full of them (by time) becomes one median, unless
@@ -498,8 +492,6 @@ class JobDetector:
                     self._blocks = []  # a lasting rise: the run's earlier blocks no longer say what healthy is
                     self._block_logs = []
                 bisect.insort(self._blocks, median)
-                if self._first_block is None:
-                    self._first_block = median
                 bisect.insort(self._block_logs, math.log(median))
                 self._blocks_median = _median(self._blocks)
                 self._measure_level_spread()
