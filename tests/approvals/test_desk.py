@@ -6,6 +6,7 @@ once: exactly when `count` distinct approvers approved before any reject and bef
 from __future__ import annotations
 
 import asyncio
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 from zoneinfo import ZoneInfo
@@ -129,13 +130,17 @@ async def play(url: str, approvers: str, count: int, played: list[tuple[str, Ver
         presenter=SlackApprovals(tz=TZ),
         clock=clock,
     )
+    # A cluster of its own per example: Hypothesis runs every example on the one database, and a delete an
+    # earlier example started may still be running there when its watch was stopped (the cluster then busy,
+    # and this example's approved delete rightly not started: a flaky failure on Postgres).
+    cluster = f"kumo-p5-{uuid.uuid4().hex[:8]}"
     try:
         operation = await operations.propose(
             kind=Kind.DELETE,
             org_id="kumo-labs",
             backend=Backend.HYPERPOD,
-            cluster_name="kumo-p5-train",
-            request={"name": "kumo-p5-train"},
+            cluster_name=cluster,
+            request={"name": cluster},
             user_id=REQUESTER,
             channel_id="C0KUMOLAB",
         )
