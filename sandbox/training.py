@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 
 from bot.ingest.tokens import create_token
+from bot.tls import tls_context
 from storage.db import Database
 from storage.models import utcnow
 
@@ -161,7 +162,7 @@ class TrainingSimulator:
             await self._post(client, job.org, samples)
 
     async def run(self, stop: asyncio.Event) -> None:
-        async with httpx.AsyncClient(timeout=10) as client:
+        async with httpx.AsyncClient(timeout=10, verify=tls_context()) as client:
             try:
                 await self.backfill(client)
             except httpx.HTTPError as error:

@@ -38,6 +38,7 @@ from bot.clusters.parallelcluster import (
 from bot.clusters.requests import LaunchRequest
 from bot.config import OrgConfig, ProgramConfig
 from bot.iam.denied import AccessProblem, refusal, translated
+from bot.tls import tls_context
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -154,7 +155,7 @@ class Fleet:
         self._inflight: dict[str, asyncio.Future[OrgClusters]] = {}
         self._limit = asyncio.Semaphore(concurrency)
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="aws")
-        self._http = http or httpx.Client(timeout=httpx.Timeout(15.0, connect=5.0))
+        self._http = http or httpx.Client(timeout=httpx.Timeout(15.0, connect=5.0), verify=tls_context())
         shared = Counter((org.aws.account_id, org.aws.region) for org in program.orgs)
         self._shared = {key for key, count in shared.items() if count > 1}
 

@@ -27,6 +27,7 @@ from bot.iam.actions import Access, Permission
 from bot.iam.denied import PermissionMissing, is_denied
 from bot.iam.policy import permissions, queue
 from bot.iam.probes import NOT_PROBED, Answer, Prober, ProbeResult, caller, queue_problem
+from bot.tls import tls_context
 from storage import crud
 from storage.db import Database
 from storage.models import DoctorResult
@@ -238,7 +239,7 @@ class Doctor:
         started = time.monotonic()
         orgs = [org for org in self.program.orgs if org_ids is None or org.id in org_ids]
         pool = ThreadPoolExecutor(max_workers=max(1, min(self.concurrency, len(orgs) + 1)), thread_name_prefix="doctor")
-        http = httpx.Client(timeout=httpx.Timeout(15.0, connect=5.0))
+        http = httpx.Client(timeout=httpx.Timeout(15.0, connect=5.0), verify=tls_context())
         try:
             loop = asyncio.get_running_loop()
             principal = await loop.run_in_executor(pool, caller, self.accounts, self._home_region())

@@ -47,6 +47,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from bot.clusters.accounts import AwsAccounts
 from bot.config import MetricsConfig, OrgConfig
 from bot.node_metrics.series import SELECTOR, ClusterMetrics, Family, Series, Signal
+from bot.tls import tls_context
 
 SCRAPE_INTERVAL = timedelta(seconds=30)  # what the HyperPod and ParallelCluster observability stacks use
 RATE_WINDOW = timedelta(minutes=2)  # four scrapes: rate() survives one missed scrape
@@ -122,7 +123,7 @@ class PrometheusReader:
         self._config = config
         self._base = config.prometheus_url.rstrip("/")
         self._owns_http = http is None
-        self._http = http or httpx.AsyncClient(timeout=TIMEOUT)
+        self._http = http or httpx.AsyncClient(timeout=TIMEOUT, verify=tls_context())
         self._credentials = credentials
         self._region = region
         self._step = step.total_seconds()

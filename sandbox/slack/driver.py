@@ -18,6 +18,7 @@ from urllib.parse import urlencode
 import httpx
 from slack_sdk.signature import SignatureVerifier
 
+from bot.tls import tls_context
 from sandbox.slack.blocks import as_blocks, modal_content, parse_response_body
 from sandbox.slack.workspace import (
     ACK_DEADLINE_SECONDS,
@@ -519,7 +520,7 @@ class UserDriver(Workspace):
         loop = asyncio.get_running_loop()
         # A client is bound to the loop that created it; tests may reuse a LocalSlack across loops.
         if self._http is None or self._http_loop is not loop:
-            self._http = httpx.AsyncClient(timeout=10.0)
+            self._http = httpx.AsyncClient(timeout=10.0, verify=tls_context())
             self._http_loop = loop
         return self._http
 
