@@ -181,6 +181,21 @@ class AlertDesk:
         for key, value in values.items():
             setattr(row, key, value)
 
+    async def claim_held(self, row: Episode) -> bool:
+        """Take the posting of `row`, held back by a silence that has ended: True for the one caller (of a
+        monitor, an Unsilence, other replicas) whose conditional update won; `row` is then no longer silenced."""
+        now = self.clock()
+        async with self.db.session() as session:
+            if not await crud.claim_held(session, episode_id=row.id or 0, at=now):
+                return False
+        row.silenced, row.message_ts, row.posted_at, row.updated_at = False, None, now, now
+        return True
+
+    async def reread(self, row: Episode) -> Episode:
+        """`row` as stored now (another task may have posted it since it was read); `row` itself if it is gone."""
+        async with self.db.session() as session:
+            return await crud.get_episode(session, episode_id=row.id or 0) or row
+
     async def episode(self, episode_id: str) -> Episode | None:
         """The episode a button names; None for a value that is not one (tampered, or deleted)."""
         number = row_id(episode_id)
@@ -335,13 +350,10 @@ class AlertDesk:
         for key in dict.fromkeys((r.org_id, r.backend, r.cluster_name) for r in held):
             if await self.silence_for(*key) is not None:
                 continue
-            now = self.clock()
             claimed = []
             for row in (r for r in held if (r.org_id, r.backend, r.cluster_name) == key):
-                async with self.db.session() as session:
-                    if await crud.claim_held(session, episode_id=row.id or 0, at=now):
-                        row.silenced, row.message_ts, row.posted_at, row.updated_at = False, None, now, now
-                        claimed.append(row)
+                if await self.claim_held(row):
+                    claimed.append(row)
             if claimed:
                 await self.announce(claimed, silence=None, cluster=await self._cluster_now(claimed[0]))
                 released += len(claimed)

@@ -450,13 +450,18 @@ class ThroughputMonitor:
         await self._desk.update(row, values)
         if row.silenced and new_kind:
             # Held back by a silence, and now worse (a slowdown that hung, or back): while the silence lasts,
-            # one more line in its thread; once it has ended, the alert it now is, as a new episode's would be.
+            # one more line in its thread; once it has ended, the alert it now is, as a new episode's would be,
+            # posted under the same claim as a release, so an Unsilence pressed meanwhile does not post it too.
             silence = await self._desk.silence_for(row.org_id, row.backend, row.cluster_name)
-            await self._desk.update(row, {"silenced": False, "message_ts": None})
-            await self._desk.announce([row], silence=silence)
-            if row.message_ts and not row.silenced:
-                await self._chart(row, now, thread_ts=row.message_ts, anomaly=current)
-            return 1
+            if silence is not None:
+                await self._desk.announce([row], silence=silence)
+                return 1
+            if await self._desk.claim_held(row):
+                await self._desk.announce([row], silence=None)
+                if row.message_ts:
+                    await self._chart(row, now, thread_ts=row.message_ts, anomaly=current)
+                return 1
+            row = await self._desk.reread(row)  # released a moment ago by someone else: its alert is edited below
         if not row.silenced:  # the edit keeps saying the cluster is silenced, and its button
             silence = await self._desk.silence_for(row.org_id, row.backend, row.cluster_name)
             if new_kind:
@@ -465,7 +470,8 @@ class ThroughputMonitor:
                 said = culprit if culprit.startswith("Per-node metrics") else f"Per-node metrics now say: {culprit}"
                 note, tone = said, Tone.NEWS
             # Node ids and evidence come from the org's exporters' labels: escaped, so they can mention nobody.
-            await self._desk.note(row, escape(note), cluster=None, silence=silence, tone=tone, coordination=False)
+            # The coordination line says what the alert is (a slowdown, a stall): edited when that changes.
+            await self._desk.note(row, escape(note), cluster=None, silence=silence, tone=tone, coordination=new_kind)
             if first_named and isinstance(verdict, Verdict) and verdict.chart is not None and row.message_ts:
                 await upload_peer_chart(self._desk, row, verdict.chart, thread_ts=row.message_ts)
             if new_first:

@@ -270,10 +270,24 @@ async def test_a_held_back_slowdown_that_becomes_a_hang_is_told(
     (held,) = [m for m in thread(world, alert) if "Held back" in m.text]
     assert "slowdown" in held.text
     if unsilence:
+        at_click = len(world.slack.messages)
         await world.slack.click(user_id=ALICE, message=silence_message, action_id="alert_unsilence")
         await world.slack.wait_for(
             lambda m: m.ts == silence_message.ts and "ended by <@U0ALICE01>" in m.text, timeout=CLUSTER_ALERT_WAIT
         )
+        # The silence's message is edited first; the slowdown it held back is posted after, with its coordination
+        # line. Waited for: a loaded machine got to the hang before the release, and told it twice.
+        await world.slack.wait_for(
+            lambda m: m.channel == COORDINATION and m in world.slack.messages[at_click:] and "slowed" in m.text,
+            timeout=CLUSTER_ALERT_WAIT,
+        )
+        for _ in range(100):  # and its message's place stored, so the check below finds the alert to edit
+            async with services.db.session() as session:
+                if all(
+                    r.coordination_ts for r in await crud.open_episodes(session, org_id="kumo-labs") if r.kind == "job"
+                ):
+                    break
+            await asyncio.sleep(0.05)
     coordination_before = len(world.slack.channel_messages(COORDINATION))
 
     desk = services.throughput._desk
@@ -284,11 +298,57 @@ async def test_a_held_back_slowdown_that_becomes_a_hang_is_told(
     posted = [m for m in world.slack.channel_messages(KUMO) if "Training stalled" in m.text and not m.thread_ts]
     if unsilence:
         assert len(posted) == 1, "once the silence has ended, the hang it became is alerted"
-        assert len(world.slack.channel_messages(COORDINATION)) == coordination_before + 1
+        # One alert, one coordination line, now saying what it is: the released slowdown, edited into the hang.
+        (line,) = world.slack.channel_messages(COORDINATION)[coordination_before - 1 :]
+        assert "stalled" in line.text and "slowed" not in line.text, line.text
     else:
         assert not posted and len(world.slack.channel_messages(COORDINATION)) == coordination_before
         lines = [m.text for m in thread(world, alert) if "Held back" in m.text]
         assert len(lines) == 2 and "slowdown" in lines[0] and "stall" in lines[1], lines
+
+
+async def test_an_unsilence_and_the_hang_it_held_back_at_the_same_moment_post_one_alert(
+    world: Sandbox, seeded_aws: SeededAws
+) -> None:
+    """Seen once under load: Unsilence released the held slowdown while the throughput check, in the same
+    moment, found it hung and posted it too (two alerts and two coordination lines for one episode)."""
+    services = world.pitcrew.services
+    node = running_workers(seeded_aws)[0]
+    set_hyperpod_node_status(ACCOUNT, REGION, TRAIN, node, "Failure", XID)
+    await sweep(world)
+    (alert,) = alerts_about(world, node)
+    await world.slack.click(user_id=ALICE, message=alert, action_id="alert_silence_1")
+    await world.slack.wait_for(lambda m: m.thread_ts == alert.ts and "Silenced until" in m.text, timeout=15)
+    token = await create_token(services.db, org_id="kumo-labs", created_by="test")
+    start = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=8)
+    await post(
+        world, token, history(start, tail=[(start + timedelta(seconds=30 * i), RATE * 0.3) for i in range(1, 17)])
+    )
+    await services.throughput.check()
+    await services.drain()
+    silence = await services.alerts.silence_for("kumo-labs", "hyperpod", TRAIN)
+    assert silence is not None
+    coordination_before = len(world.slack.channel_messages(COORDINATION))
+
+    desk = services.throughput._desk
+    later = desk.clock() + timedelta(minutes=12)  # no sample since: the slowdown is now a hang
+    desk.clock = lambda: later
+    # The race, made certain: the check has read the episode (still held back) and asks whether a silence holds
+    # its cluster; the Unsilence is pressed right then and runs to its end (its release posts the slowdown).
+    silence_for = desk.silence_for
+
+    async def unsilenced_meanwhile(*key: str) -> Any:
+        desk.silence_for = silence_for  # type: ignore[method-assign]
+        await services.alerts.unsilence(silence, user_id=ALICE)
+        return await silence_for(*key)
+
+    desk.silence_for = unsilenced_meanwhile  # type: ignore[method-assign]
+    await services.throughput.check()
+    await services.drain()
+    jobs = [m for m in world.slack.channel_messages(KUMO) if not m.thread_ts and "Training " in m.text]
+    assert len(jobs) == 1 and "Training stalled" in jobs[0].text, [m.text for m in jobs]
+    lines = world.slack.channel_messages(COORDINATION)[coordination_before:]
+    assert len(lines) == 1 and "job" in lines[0].text, [m.text for m in lines]
 
 
 async def test_a_recovered_stall_shows_the_rate_it_recovered_to(world: Sandbox) -> None:
