@@ -259,15 +259,15 @@ def seeded_aws(moto_endpoint: str) -> SeededAws:
     a snapshot of moto just after the seeding: seeding again took 6-9 s, a restore takes a fraction of one)."""
     if not _SEEDED or not _SEEDED[-1].intact():
         if _JUST_SEEDED:
+            # The restore keeps the keys Pitcrew's sessions were issued, so the same sessions (and their
+            # clients, made once as in a long-lived bot) go on working.
             restore_moto(moto_endpoint, _JUST_SEEDED[0])
-            seeded = _SEEDED[0]
         else:
             reset_moto_server(moto_endpoint)
             program = load_program(EXAMPLE_PROGRAM)
             seeded = SeededAws(moto_endpoint, seed_program(program, endpoint_url=moto_endpoint), program, AwsAccounts())
             _JUST_SEEDED.append(snapshot_moto())
-        # Fresh sessions too: a reset forgets the STS keys that mapped old sessions to their accounts.
-        _SEEDED.append(SeededAws(moto_endpoint, seeded.report, seeded.program, AwsAccounts()))
+            _SEEDED.append(seeded)
     return _SEEDED[-1]
 
 

@@ -837,3 +837,26 @@ def test_concurrent_readers_during_changes(sagemaker: Any) -> None:
         assert errors == []
         workers = _groups(sagemaker, "c1")[WORKERS]
         assert (workers["TargetCount"], workers["CurrentCount"]) == (20, 20)
+
+
+def test_a_reset_keeps_the_keys_assume_role_issued(endpoint: str) -> None:
+    """A long-lived session (Pitcrew's, the test session's) keeps working across a reset, in the account its role
+    is in; without its key moto would take its requests for its default account's. (Not tried with
+    keep_credentials=False: that would break every session of this test process.)"""
+    other = "222233334444"
+    sts = boto3.client("sts", region_name=REGION, endpoint_url=endpoint)
+    issued = sts.assume_role(RoleArn=f"arn:aws:iam::{other}:role/Pitcrew", RoleSessionName="test")["Credentials"]
+    session_client = boto3.client(
+        "ec2",
+        region_name=REGION,
+        endpoint_url=endpoint,
+        aws_access_key_id=issued["AccessKeyId"],
+        aws_secret_access_key=issued["SecretAccessKey"],
+        aws_session_token=issued["SessionToken"],
+    )
+    before = session_client.create_security_group(GroupName="before-reset", Description="which account?")
+    reset_moto_server(endpoint)
+    made = session_client.create_security_group(GroupName="after-reset", Description="which account?")
+    groups = session_client.describe_security_groups()["SecurityGroups"]
+    assert {g["OwnerId"] for g in groups if g["GroupId"] == made["GroupId"]} == {other}
+    assert before["GroupId"] not in {g["GroupId"] for g in groups}, "the reset forgot the resources"
