@@ -176,7 +176,11 @@ def restore_moto(endpoint: str, snapshot: MotoSnapshot) -> None:
     _reissue_credentials(issued)
 
 
-def _issued_credentials() -> tuple[dict[tuple[str, str], dict[str, Any]], dict[tuple[str, str], list[Any]]]:
+# What AssumeRole issued: IAM access keys by (account, partition), STS assumed roles by (account, region).
+_Issued = tuple[dict[tuple[str, str], dict[str, Any]], dict[tuple[str, str], list[Any]]]
+
+
+def _issued_credentials() -> _Issued:
     """moto's IAM access keys (account, partition) and STS assumed roles (account, region), as they are now."""
     from moto.iam.models import iam_backends
     from moto.sts.models import sts_backends
@@ -194,9 +198,7 @@ def _issued_credentials() -> tuple[dict[tuple[str, str], dict[str, Any]], dict[t
     return keys, roles
 
 
-def _reissue_credentials(
-    issued: tuple[dict[tuple[str, str], dict[str, Any]], dict[tuple[str, str], list[Any]]],
-) -> None:
+def _reissue_credentials(issued: _Issued) -> None:
     """Put back the keys and assumed roles `_issued_credentials` read that the restored state lacks."""
     from moto.iam.models import iam_backends
     from moto.sts.models import sts_backends

@@ -188,14 +188,7 @@ async def test_silence_holds_a_throughput_alert_of_the_cluster_lists_it_and_unsi
 ) -> None:
     """Issue 11, defect 6, replayed: Silence 1 h on a node alert, then a stall of a job on the same cluster."""
     services = world.pitcrew.services
-    node = running_workers(seeded_aws)[0]
-    set_hyperpod_node_status(ACCOUNT, REGION, TRAIN, node, "Failure", XID)
-    await sweep(world)
-    (alert,) = alerts_about(world, node)
-    await world.slack.click(user_id=ALICE, message=alert, action_id="alert_silence_1")
-    silence_message = await world.slack.wait_for(
-        lambda m: m.thread_ts == alert.ts and "Silenced until" in m.text, timeout=CLUSTER_ALERT_WAIT
-    )
+    alert, silence_message = await silenced_node_alert(world, seeded_aws)
     text = body(silence_message)
     assert (
         "by <@U0ALICE01>" in text and f"new node, cluster and throughput alerts of `{TRAIN}` go to this thread" in text
@@ -245,14 +238,9 @@ async def test_silence_holds_a_throughput_alert_of_the_cluster_lists_it_and_unsi
     assert sorted(unsilences) == sorted([(BOB, "refused"), (ALICE, "done"), (ALICE, "done")])
 
 
-@pytest.mark.parametrize("unsilence", [True, False])
-async def test_a_held_back_slowdown_that_becomes_a_hang_is_told(
-    world: Sandbox, seeded_aws: SeededAws, unsilence: bool
-) -> None:
-    """Seen in the sandbox: a slowdown held back by a silence, then Unsilence, then the job hung: the episode
-    turned into a stall with no message anywhere (not in the channel, not in the silence's thread). Under a
-    silence still on, the hang is one more line in its thread; after Unsilence, an alert of its own."""
-    services = world.pitcrew.services
+async def silenced_node_alert(world: Sandbox, seeded_aws: SeededAws) -> tuple[Message, Message]:
+    """A worker of the training cluster failed, its alert silenced for 1 h by Alice: (the alert, the silence's
+    message in its thread)."""
     node = running_workers(seeded_aws)[0]
     set_hyperpod_node_status(ACCOUNT, REGION, TRAIN, node, "Failure", XID)
     await sweep(world)
@@ -261,12 +249,30 @@ async def test_a_held_back_slowdown_that_becomes_a_hang_is_told(
     silence_message = await world.slack.wait_for(
         lambda m: m.thread_ts == alert.ts and "Silenced until" in m.text, timeout=CLUSTER_ALERT_WAIT
     )
+    return alert, silence_message
+
+
+async def post_a_slowdown(world: Sandbox) -> None:
+    """The training job's history, then 8 minutes at 30 % of its rate up to now, over the ingest API, checked."""
+    services = world.pitcrew.services
     token = await create_token(services.db, org_id="kumo-labs", created_by="test")
     start = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=8)
-    slow = [(start + timedelta(seconds=30 * i), RATE * 0.3) for i in range(1, 17)]  # 8 minutes at 30 %
+    slow = [(start + timedelta(seconds=30 * i), RATE * 0.3) for i in range(1, 17)]
     await post(world, token, history(start, tail=slow))
     await services.throughput.check()
     await services.drain()
+
+
+@pytest.mark.parametrize("unsilence", [True, False])
+async def test_a_held_back_slowdown_that_becomes_a_hang_is_told(
+    world: Sandbox, seeded_aws: SeededAws, unsilence: bool
+) -> None:
+    """Seen in the sandbox: a slowdown held back by a silence, then Unsilence, then the job hung: the episode
+    turned into a stall with no message anywhere (not in the channel, not in the silence's thread). Under a
+    silence still on, the hang is one more line in its thread; after Unsilence, an alert of its own."""
+    services = world.pitcrew.services
+    alert, silence_message = await silenced_node_alert(world, seeded_aws)
+    await post_a_slowdown(world)
     (held,) = [m for m in thread(world, alert) if "Held back" in m.text]
     assert "slowdown" in held.text
     if unsilence:
@@ -313,19 +319,8 @@ async def test_an_unsilence_and_the_hang_it_held_back_at_the_same_moment_post_on
     """Seen once under load: Unsilence released the held slowdown while the throughput check, in the same
     moment, found it hung and posted it too (two alerts and two coordination lines for one episode)."""
     services = world.pitcrew.services
-    node = running_workers(seeded_aws)[0]
-    set_hyperpod_node_status(ACCOUNT, REGION, TRAIN, node, "Failure", XID)
-    await sweep(world)
-    (alert,) = alerts_about(world, node)
-    await world.slack.click(user_id=ALICE, message=alert, action_id="alert_silence_1")
-    await world.slack.wait_for(lambda m: m.thread_ts == alert.ts and "Silenced until" in m.text, timeout=15)
-    token = await create_token(services.db, org_id="kumo-labs", created_by="test")
-    start = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=8)
-    await post(
-        world, token, history(start, tail=[(start + timedelta(seconds=30 * i), RATE * 0.3) for i in range(1, 17)])
-    )
-    await services.throughput.check()
-    await services.drain()
+    await silenced_node_alert(world, seeded_aws)
+    await post_a_slowdown(world)
     silence = await services.alerts.silence_for("kumo-labs", "hyperpod", TRAIN)
     assert silence is not None
     coordination_before = len(world.slack.channel_messages(COORDINATION))
