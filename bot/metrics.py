@@ -23,7 +23,7 @@ from slack_sdk.http_retry.async_handler import AsyncRetryHandler
 from slack_sdk.http_retry.request import HttpRequest
 from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
-from sqlalchemy import func, text
+from sqlalchemy import func
 from sqlmodel import col, select
 from starlette.requests import Request
 from starlette.responses import Response
@@ -196,8 +196,7 @@ class Metrics:
     async def read_migrations(self, db: Database) -> None:
         """Once, after the upgrade at start; a failure here is logged and never stops the bot."""
         try:
-            async with db.engine.connect() as connection:
-                version = (await connection.execute(text("SELECT version_num FROM alembic_version"))).scalar()
+            version = await db.revision()
         except Exception as error:
             log.warning("metrics: could not read the migrations version: %s", type(error).__name__)
             version = "unknown"

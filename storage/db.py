@@ -10,6 +10,7 @@ with `migration_lock`), a file lock beside a SQLite file, and a process lock for
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 from collections.abc import AsyncIterator
 from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
@@ -17,9 +18,11 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.script import ScriptDirectory
 from filelock import FileLock
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, async_sessionmaker, create_async_engine
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -35,6 +38,12 @@ def alembic_config(database_url: str) -> Config:
     # Alembic's ini interpolation treats % specially; URLs may carry %-escapes.
     config.set_main_option("sqlalchemy.url", database_url.replace("%", "%%"))
     return config
+
+
+@functools.cache
+def head_revision() -> str | None:
+    """The newest migration's revision (read once per process: Alembic loads every migration file to find it)."""
+    return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
 
 
 def sqlite_lock_path(database_url: str) -> Path | None:
@@ -91,7 +100,20 @@ class Database:
         async with self._sessions() as session:
             yield session
 
+    async def revision(self) -> str | None:
+        """The revision the database is at, or None when it was never migrated."""
+        try:
+            async with self.engine.connect() as connection:
+                rows = (await connection.execute(text("SELECT version_num FROM alembic_version"))).all()
+        except DBAPIError:  # no alembic_version table yet
+            return None
+        return str(rows[0][0]) if len(rows) == 1 else None
+
     async def upgrade(self) -> None:
+        """Bring the database to head. One already there (every start but the first after a release) is left
+        alone: one query instead of Alembic's loading every migration file and running its environment."""
+        if await self.revision() == head_revision():
+            return
         # Alembic's env.py calls asyncio.run, which cannot nest in a running loop: use a worker thread.
         await asyncio.to_thread(upgrade, self.url)
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from sqlalchemy import inspect
 
+import storage.db
 from bot.audit import AuditLog
 from storage import crud
-from storage.db import Database
+from storage.db import Database, head_revision, upgrade
 from storage.models import ClusterSeen, Operation, OperationStatus, Org, Outcome
 from tests.waiting import wait_for
 
@@ -32,6 +34,28 @@ async def test_migrations_create_tables_and_are_idempotent(db: Database) -> None
     async with db.engine.connect() as connection:
         tables = await connection.run_sync(lambda sync: set(inspect(sync).get_table_names()))
     assert {"orgs", "clusters", "audit_log", "alembic_version"} <= tables
+
+
+async def test_an_upgrade_finds_where_the_database_stands_and_moves_only_a_database_behind_head(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = Database(url=database_url)
+    try:
+        assert await db.revision() is None, "a new database was never migrated"
+        await asyncio.to_thread(upgrade, database_url, "0010")
+        assert await db.revision() == "0010"
+        await db.upgrade()
+        assert await db.revision() == head_revision() != "0010"
+
+        # At head, a start is one query: Alembic (which loads every migration file) is not run again.
+        def must_not_migrate(url: str, revision: str = "head") -> None:
+            raise AssertionError(f"migrated {url} again")
+
+        monkeypatch.setattr(storage.db, "upgrade", must_not_migrate)
+        await db.upgrade()
+        assert await db.revision() == head_revision()
+    finally:
+        await db.dispose()
 
 
 async def test_sync_orgs_adds_updates_and_retires(db: Database) -> None:
