@@ -7,6 +7,8 @@ PYTEST_ARGS ?=
 # Test processes (pytest-xdist); 0 runs the suite in this process, one test at a time. Three on two cores: the
 # scenario tests wait on their worlds (progress, polls, a subprocess) a third of the time, and a third process
 # fills it (2026-12-05, full suite with Postgres on a quiet 2-core machine: 436 s at 2, 377 s at 3, 387 s at 4).
+# Work stealing: a worker that runs out takes queued tests from the others, so the suite does not end waiting on
+# one worker's last long scenario tests.
 PYTEST_WORKERS ?= 3
 # The sandbox's port; 3000 is Grafana's default too, so `make run PORT=3001` takes another.
 PORT ?= 3000
@@ -50,7 +52,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 test: lint prometheus
-	$(BIN)/pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(BIN)/python bench/ack_latency.py
