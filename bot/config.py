@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -362,7 +362,15 @@ _PATTERN_HINTS = {
 
 
 def parse_program(text: str, *, source: str = "program.yml") -> ProgramConfig:
-    """Parse and validate a program file's text; raise ProgramFileError naming every problem."""
+    """Parse and validate a program file's text; raise ProgramFileError naming every problem.
+
+    The same text gives the same (immutable) program without parsing it again: the sandbox, the CLI and the tests
+    read the same file at every start, and its YAML was a tenth of a start. Refused text is parsed every time."""
+    return _parse_program(text, source)
+
+
+@lru_cache(maxsize=8)
+def _parse_program(text: str, source: str) -> ProgramConfig:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -104,3 +104,13 @@ def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     settings = Settings()
     assert settings.slack_api_url == "http://127.0.0.1:9/api/"
     assert settings.database_url == "sqlite+aiosqlite:///x.db"
+
+
+def test_the_same_text_is_the_same_program_and_other_text_is_parsed_anew() -> None:
+    assert parse_program(GOOD) is parse_program(GOOD), "the same text: not parsed again"
+    renamed = parse_program(GOOD.replace("name:", "name: Renamed #", 1))
+    assert renamed is not parse_program(GOOD) and renamed.name.startswith("Renamed")
+    broken = GOOD + "\n  - [unclosed\n"
+    for _ in range(2):  # refused each time: a refusal is not remembered as a program
+        with pytest.raises(ProgramFileError):
+            parse_program(broken)

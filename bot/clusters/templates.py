@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import date
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -714,9 +714,24 @@ def _load_prices(path: Path, sink: list[str]) -> PriceTable | None:
 
 
 def load_templates(folder: Path) -> TemplateSet:
-    """Read and validate every template in `folder` and its price table; raise TemplateError with all problems."""
+    """Read and validate every template in `folder` and its price table; raise TemplateError with all problems.
+
+    A folder whose files are as they were when it was last read (names, sizes, modification times) gives the same
+    set without reading them again: the sandbox, the CLI's commands and the tests start many Pitcrews in one process,
+    and parsing the YAML was most of a start. A refused folder is read again every time."""
     if not folder.is_dir():
         raise TemplateError([f"{folder}: not a folder"])
+    files = sorted(path for path in folder.iterdir() if path.suffix in (".yaml", ".yml"))
+    return _load_templates_as_of(folder, tuple((path.name, *_stamp(path)) for path in files))  # the cache key
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    stat = path.stat()
+    return stat.st_mtime_ns, stat.st_size
+
+
+@lru_cache(maxsize=4)
+def _load_templates_as_of(folder: Path, stamps: tuple[tuple[str, int, int], ...]) -> TemplateSet:  # noqa: ARG001 - the key
     problems: list[str] = []
     for stray in sorted(folder.glob("*.yml")):
         problems.append(f"{stray.name}: templates use the .yaml extension; rename it to {stray.stem}.yaml")

@@ -84,6 +84,33 @@ def problems_of(folder: Path) -> list[str]:
     return caught.value.problems
 
 
+def test_a_folder_read_again_unchanged_is_not_parsed_again_and_a_changed_one_is(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = load_templates(folder)
+    reads: list[str] = []
+    real_read = Path.read_text
+    monkeypatch.setattr(Path, "read_text", lambda path, *a, **k: reads.append(path.name) or real_read(path, *a, **k))
+    assert load_templates(folder) is first
+    assert reads == [], "nothing read: the files are as they were"
+
+    any_template = sorted(p.name for p in folder.glob("*.yaml") if p.name != "prices.yaml")[0]
+    edit(folder, any_template, lambda data: data.update(description="Edited while Pitcrew was running."))
+    changed = load_templates(folder)
+    assert changed is not first and reads, "an edited file is read again"
+    assert [t.description for t in changed.templates if t.description.startswith("Edited")] == [
+        "Edited while Pitcrew was running."
+    ]
+
+
+def test_a_refused_folder_is_read_again_once_it_is_mended(folder: Path) -> None:
+    original = (folder / "prices.yaml").read_text()
+    (folder / "prices.yaml").write_text("currency: [")
+    assert any("prices.yaml" in problem for problem in problems_of(folder))
+    (folder / "prices.yaml").write_text(original)
+    assert load_templates(folder).prices.currency == "USD"
+
+
 # ---------------------------------------------------------------- the shipped set
 
 
