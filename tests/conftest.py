@@ -55,6 +55,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "this one stamped with the real time, e.g. a live Prometheus scrape)",
     )
     _share_botocore_loader()
+    _share_tls_context()
 
 
 def _share_botocore_loader() -> None:
@@ -70,6 +71,24 @@ def _share_botocore_loader() -> None:
     import botocore.session
 
     botocore.session.create_loader = functools.lru_cache(maxsize=None)(botocore.session.create_loader)
+
+
+def _share_tls_context() -> None:
+    """Every httpx client the tests make with the default verification shares one TLS context, as Pitcrew's own
+    clients do (bot/tls.py): httpx parses certifi's bundle for each new client (about 20 ms of CPU), and the tests
+    make hundreds (a client per request in the fuzz tests and the polling helpers): 1.5 % of the suite's samples."""
+    import httpx._transports.default as transports
+
+    from bot.tls import tls_context
+
+    make = transports.create_ssl_context
+
+    def shared(verify: Any = True, cert: Any = None, trust_env: bool = True) -> Any:
+        if verify is True and cert is None and trust_env:
+            return tls_context()
+        return make(verify=verify, cert=cert, trust_env=trust_env)
+
+    transports.create_ssl_context = shared
 
 
 def _clock_instant(config: pytest.Config) -> datetime | None:

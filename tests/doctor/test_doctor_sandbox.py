@@ -23,7 +23,7 @@ from tests.scenarios.conftest import ADMIN, ask, body
 ALICE = "U0ALICE01"
 KUMO, SAKURA = "C0KUMOLAB", "C0SAKURA1"
 ROOT = Path(__file__).resolve().parents[2]
-TWELVE_ORGS_SECONDS = 10.0  # a generous bound on this 2-core machine; the figure is printed
+TWELVE_ORGS_SECONDS = 30.0  # wall clock, so room for a loaded 2-core machine (a CI run beside another); printed
 
 
 async def onboarded(world: Sandbox) -> None:

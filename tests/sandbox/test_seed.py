@@ -92,7 +92,9 @@ def observed(endpoint: str, program: ProgramConfig, seeded: SeedReport) -> dict[
 
 
 def test_seeding_is_fast(seeded: SeedReport) -> None:
-    assert seeded.seconds < 10
+    # Wall clock: 6-9 s of CPU in the suite's workers (2026-12-05), more beside another full run of the suite (the
+    # CI's loaded run); the bound is what a newcomer starting `make run` would call slow.
+    assert seeded.seconds < 30
 
 
 def test_report_totals(seeded: SeedReport) -> None:
