@@ -80,6 +80,10 @@ echo "HEALTHCHECK: $(podman inspect --format '{{.State.Health.Status}}' "$name")
 # SIGTERM (through --init) must end it gracefully; uvicorn then re-raises the signal, hence exit code 143.
 stop_started=$SECONDS
 podman stop --time 20 "$name" >/dev/null 2>>"$podman_errors"
-podman logs "$name" 2>&1 | grep -q "Application shutdown complete" || fail "no graceful shutdown on SIGTERM"
+# The logs are read whole before they are searched: with pipefail, `podman logs | grep -q` fails whenever grep
+# stops at the match before podman has written the rest (podman dies of SIGPIPE), as a CI run of 2026-12-05 did on
+# a shutdown its own log showed complete.
+logs="$(podman logs "$name" 2>&1)"
+grep -q "Application shutdown complete" <<<"$logs" || fail "no graceful shutdown on SIGTERM"
 echo "stopped gracefully in $((SECONDS - stop_started))s (exit code $(podman inspect --format '{{.State.ExitCode}}' "$name"))"
 echo "image check passed in $((SECONDS - started))s"
