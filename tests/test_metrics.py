@@ -13,7 +13,6 @@ from typing import Any
 
 import httpx
 import pytest
-from alembic.script import ScriptDirectory
 from botocore.exceptions import ClientError
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
@@ -24,7 +23,7 @@ from bot.config import Settings
 from bot.ingest.tokens import create_token
 from bot.logs import log_handler
 from sandbox.world import BOT_TOKEN, SIGNING_SECRET, Sandbox, run_sandbox
-from storage.db import alembic_config
+from storage.db import head_revision
 from storage.models import Episode
 from tests.conftest import SeededAws
 from tests.scenarios.conftest import ADMIN, COORDINATION, ask
@@ -32,7 +31,7 @@ from tests.scenarios.conftest import ADMIN, COORDINATION, ask
 KNOWN = {"/cluster": frozenset({"list", "status"})}  # as build_services reads them from the command tables, cut short
 
 ALICE, KUMO = "U0ALICE01", "C0KUMOLAB"
-HEAD = str(ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head())
+HEAD = str(head_revision())
 PRIVATE_TEXT = "zzprivate-words"
 
 

@@ -15,15 +15,14 @@ from pathlib import Path
 
 import httpx
 import pytest
-from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
 
 from sandbox.world import EXAMPLE_PROGRAM
-from storage.db import Database, alembic_config, sqlite_lock_path, upgrade
+from storage.db import Database, head_revision, sqlite_lock_path, upgrade
 
 ROOT = Path(__file__).resolve().parents[2]
 PITCREW = ROOT / ".venv" / "bin" / "pitcrew"
-HEAD = ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
+HEAD = head_revision()
 
 # A child that says it is ready, waits for the go, then upgrades: all of them start the upgrade together
 # rather than one import time apart.
