@@ -252,11 +252,11 @@ def test_a_cluster_two_orgs_name_gets_the_faulty_node_once_per_org(tmp_path: Pat
     rng = random.Random(41)
     nodes = node_ids(8, rng)
     culprit = rng.choice(nodes)
-    jobs = [Job(org="kumo-labs", cluster="shared", name="a"), Job(org="hoshi", cluster="shared", name="b")]
+    jobs = [Job(org="kumo-labs", cluster="same-name", name="a"), Job(org="hoshi", cluster="same-name", name="b")]
     episodes, span = replayed(write(tmp_path, trace_lines(jobs, minutes=120)))
-    metrics = cluster_metrics("shared", nodes, [fault(Cause.NETWORK, culprit, 40, 80)], minutes=120)
+    metrics = cluster_metrics("same-name", nodes, [fault(Cause.NETWORK, culprit, 40, 80)], minutes=120)
 
-    named = with_culprits(episodes, span, {"shared": metrics})
+    named = with_culprits(episodes, span, {"same-name": metrics})
 
     assert [(e["org"], e["node"]) for e in named] == [("hoshi", culprit), ("kumo-labs", culprit)]
 
