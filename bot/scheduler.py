@@ -36,6 +36,10 @@ from bot.monitor.nodes import NodeMonitor
 log = logging.getLogger(__name__)
 FIRST_SWEEP_DELAY = 5.0  # seconds after start: let the lease settle and the AWS sessions warm up
 CATCH_UP_SECONDS = 600  # how often the leader looks for a digest that fell due unposted
+# At stop, a job under way (a sweep half through its AWS calls) is waited for this long before it is cancelled: the
+# AWS and Slack clients close after it, and a sweep that ran on into closed clients logged every org it had left as
+# failing. Below the 30 s that ECS and Kubernetes give a container between SIGTERM and SIGKILL.
+STOP_GRACE_SECONDS = 20.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,6 +71,7 @@ class LeaderScheduler:
         throughput_seconds: float,
         tz: ZoneInfo,
         digest: WeeklyDigest | None = None,
+        stop_grace: float = STOP_GRACE_SECONDS,
     ) -> None:
         self._monitors = monitors
         self._throughput_seconds = throughput_seconds
@@ -75,6 +80,9 @@ class LeaderScheduler:
         self._tz = tz
         self._digest = digest
         self._stop = asyncio.Event()
+        self._stop_grace = stop_grace
+        self._stopping = False
+        self._running: set[asyncio.Task[object]] = set()  # the jobs under way, waited for at stop
         self._lease_task: asyncio.Task[None] | None = None
         self._consumer: asyncio.Task[None] | None = None
         # Its own thread: a long poll blocks up to 20 s, and the loop's default executor is waited for at exit.
@@ -145,24 +153,45 @@ class LeaderScheduler:
         )
 
     async def stop(self) -> None:
-        self._stop.set()
+        self._stopping = True  # no job starts from here on
         if self.scheduler.running:
-            self.scheduler.shutdown(wait=False)
+            self.scheduler.shutdown(wait=False)  # AsyncIOScheduler's jobs are tasks: `wait` waits for none of them
         if self._consumer is not None:
             self._consumer.cancel()  # a long poll may take 20 s to return; its messages come back later
+        # The lease is renewed meanwhile, so no other replica starts the same sweep while this one ends it.
+        await self._finish_running()
+        self._stop.set()
         self._queue_thread.shutdown(wait=False, cancel_futures=True)
         # The lease loop ends on the event and releases the lease, so another replica takes over at once.
         await asyncio.gather(*(t for t in (self._lease_task, self._consumer) if t), return_exceptions=True)
 
+    async def _finish_running(self) -> None:
+        """Let the jobs under way finish (their clients still open), for at most `stop_grace`; then cancel them."""
+        running = [task for task in self._running if not task.done()]
+        if not running:
+            return
+        _, late = await asyncio.wait(running, timeout=self._stop_grace)
+        for task in late:
+            log.warning("stopping: %s cut short after %.0f s", task.get_name(), self._stop_grace)
+            task.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
+
     async def _on_leader(self, name: str, work: Callable[[], Awaitable[object]]) -> None:
         """Run a scheduled job if this replica leads; a failure is logged and the next run tries again."""
-        if not self._lease.held:
+        if not self._lease.held or self._stopping:
             return
+        task = asyncio.current_task()
+        if task is not None:
+            task.set_name(name)
+            self._running.add(task)
         try:
             result = await work()
         except Exception:
             log.exception("%s failed", name)
             return
+        finally:
+            if task is not None:
+                self._running.discard(task)
         if result:  # something changed: a report with news, or a count above 0
             log.info("%s: %s", name, result)
 
