@@ -167,10 +167,9 @@ class LeaderScheduler:
 
     async def _finish_running(self) -> None:
         """Let the jobs under way finish (their clients still open), for at most `stop_grace`; then cancel them."""
-        running = [task for task in self._running if not task.done()]
-        if not running:
+        if not self._running:  # a job leaves the set as it ends (its `finally` in _on_leader)
             return
-        _, late = await asyncio.wait(running, timeout=self._stop_grace)
+        _, late = await asyncio.wait(set(self._running), timeout=self._stop_grace)
         for task in late:
             log.warning("stopping: %s cut short after %.0f s", task.get_name(), self._stop_grace)
             task.cancel()
