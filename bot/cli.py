@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from bot import resources
 from bot.clusters.templates import TemplateError, TemplateSet, check_launch_defaults, load_templates
 from bot.config import MetricsConfig, ProgramConfig, ProgramFileError, Settings, load_program, summary
+from bot.listener import tcp_listener
 from bot.logs import configure_logging
 
 if TYPE_CHECKING:
@@ -135,16 +136,10 @@ class PortUnavailable(Exception):
 def _listener(host: str, port: int) -> net.socket:
     """A socket bound to host:port, for uvicorn to serve on: bound here, not by uvicorn, so a busy port is one
     clear line and exit code 2 instead of uvicorn's traceback (and before any start-up work is done)."""
-    family = net.AF_INET6 if ":" in host else net.AF_INET
-    sock = net.socket(family, net.SOCK_STREAM)
-    sock.setsockopt(net.SOL_SOCKET, net.SO_REUSEADDR, 1)  # as uvicorn does: restart past TIME_WAIT
     try:
-        sock.bind((host, port))
+        return tcp_listener(host, port)
     except OSError as error:
-        sock.close()
         raise PortUnavailable(_port_problem(host, port, error)) from None
-    sock.set_inheritable(True)
-    return sock
 
 
 def _port_problem(host: str, port: int, error: OSError) -> str:

@@ -13,6 +13,8 @@ from typing import Any
 
 import uvicorn
 
+from bot.listener import tcp_listener
+
 logger = logging.getLogger(__name__)
 
 
@@ -65,19 +67,6 @@ class _EmbeddedServer(uvicorn.Server):
         await self.lifespan.shutdown()
 
 
-def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError:
-        sock.close()
-        raise
-    sock.set_inheritable(True)
-    return sock
-
-
 @contextlib.asynccontextmanager
 async def serve_asgi(
     app: Any,
@@ -92,7 +81,7 @@ async def serve_asgi(
     The socket is bound here rather than by uvicorn so that a busy port raises OSError in the caller
     instead of uvicorn calling sys.exit() inside a task.
     """
-    sock = _bind(host, port)
+    sock = tcp_listener(host, port)  # with TCP_NODELAY on what it accepts, as `pitcrew serve`'s
     bound_port = sock.getsockname()[1]
     config = uvicorn.Config(
         app,
