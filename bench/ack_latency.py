@@ -243,9 +243,7 @@ async def main() -> None:
                     before = len(slack.messages)
                     started = time.perf_counter()
                     await slack.send_command(user_id=ADMIN, channel_id=CHANNEL, command="/cluster", text="list all")
-                    await slack.wait_for(
-                        lambda m, b=before: m.via == "response_url" and slack.messages.index(m) >= b, timeout=30
-                    )
+                    await slack.wait_for(lambda m: m.via == "response_url", since=before, timeout=30)
                     reply_times.append(time.perf_counter() - started)
             figures["reply"] = {
                 "p50_ms": statistics.median(reply_times) * 1000,

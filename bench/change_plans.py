@@ -50,9 +50,9 @@ async def timed_reply(world: Sandbox, text: str) -> tuple[float, Message]:
     await world.slack.send_command(user_id=ALICE, channel_id=KUMO, command="/cluster", text=text)
 
     def is_reply(message: Message) -> bool:
-        return message.user == world.slack.bot_user_id and world.slack.messages.index(message) >= before
+        return message.user == world.slack.bot_user_id
 
-    reply = await world.slack.wait_for(is_reply, timeout=30)
+    reply = await world.slack.wait_for(is_reply, since=before, timeout=30)
     return (time.perf_counter() - started) * 1000, reply
 
 
@@ -91,10 +91,9 @@ async def measure(rounds: int) -> None:
         await confirm_to_progress(world, rounds=min(rounds, 10))
 
 
-def scaling_after(world: Sandbox, before: int, *, done: bool = False) -> Callable[[Message], bool]:
+def scaling(*, done: bool = False) -> Callable[[Message], bool]:
     def matches(m: Message) -> bool:
-        new = world.slack.messages.index(m) >= before
-        return new and m.kind == "message" and m.text.startswith("Scaling") and (not done or "Done:" in m.text)
+        return m.kind == "message" and m.text.startswith("Scaling") and (not done or "Done:" in m.text)
 
     return matches
 
@@ -109,9 +108,9 @@ async def confirm_to_progress(world: Sandbox, *, rounds: int) -> None:
         before = len(world.slack.messages)
         started = time.perf_counter()
         await world.slack.click(user_id=ALICE, message=planned, action_id="operation_confirm")
-        await world.slack.wait_for(scaling_after(world, before), timeout=30)
+        await world.slack.wait_for(scaling(), since=before, timeout=30)
         delays.append((time.perf_counter() - started) * 1000)
-        await world.slack.wait_for(scaling_after(world, before, done=True), timeout=60)
+        await world.slack.wait_for(scaling(done=True), since=before, timeout=60)
     print(
         f"confirm -> progress message (HyperPod scale, {rounds} runs): p50 {statistics.median(delays):.1f} ms, "
         f"max {max(delays):.1f} ms"

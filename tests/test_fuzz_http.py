@@ -264,8 +264,7 @@ async def command(world: Sandbox, aws: SeededAws, tally: Tally, *, name: str, us
         assert response.status_code == 200 and not response.content, "ack empty: one command, one reply"
         tally.commands += 1
         # The reply comes through the command's response URL (a digest sent posts in channels too).
-        replies = lambda m: m.via == "response_url" and world.slack.messages.index(m) >= before  # noqa: E731
-        reply = await world.slack.wait_for(replies, timeout=15)
+        reply = await world.slack.wait_for(lambda m: m.via == "response_url", since=before, timeout=15)
         assert reply.text.strip(), "a reply says something (not a lone emoji)"
 
     await one_example(world, aws, send)

@@ -232,10 +232,15 @@ class Workspace:
         """`user_id`'s open modal views, bottom to top (the last one is what they see)."""
         return [v for v in self.open_views.values() if v["user_id"] == user_id]
 
-    async def wait_for(self, predicate: Callable[[Message], bool], *, timeout: float = WAIT_SECONDS) -> Message:
-        """The first message (present or yet to arrive, re-checked after edits) matching `predicate`."""
+    async def wait_for(
+        self, predicate: Callable[[Message], bool], *, since: int = 0, timeout: float = WAIT_SECONDS
+    ) -> Message:
+        """The first message (present or yet to arrive, re-checked after edits) matching `predicate`.
+
+        `since`: look only from this index of `messages` on (a count taken before acting), rather than asking
+        `messages.index(m)` in the predicate, which compares whole messages and made long runs quadratic."""
         return await self._wait_until(
-            lambda: next((m for m in list(self.messages) if predicate(m)), None),
+            lambda: next((m for m in self.messages[since:] if predicate(m)), None),
             timeout=timeout,
             failure=lambda: f"no matching message within {timeout}s; messages:\n{self.describe()}",
         )

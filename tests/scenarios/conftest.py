@@ -49,9 +49,9 @@ async def ask(world: Sandbox, *, user: str, channel: str, text: str, command: st
     assert not response.content, "ack carries no text: one command gets one reply message"
 
     def is_reply(message: Message) -> bool:
-        return message.user == world.slack.bot_user_id and world.slack.messages.index(message) >= before
+        return message.user == world.slack.bot_user_id
 
-    reply = await world.slack.wait_for(is_reply, timeout=15)
+    reply = await world.slack.wait_for(is_reply, since=before, timeout=15)
     await world.pitcrew.services.drain()  # bookkeeping done: audit rows written, nothing else in flight
     replies = [m for m in world.slack.messages[before:] if m.user == world.slack.bot_user_id]
     assert replies == [reply], f"expected one reply, got {len(replies)}"

@@ -185,7 +185,7 @@ async def test_cluster_check_runs_from_a_command_and_the_node_alert_says_it_pass
     await world.slack.send_mention(
         user_id=KOJI, channel_id=KUMO, text=f"{world.slack.bot_mention} cluster check {TRAIN} {node} --dry-run"
     )
-    dry = await world.slack.wait_for(lambda m: world.slack.messages.index(m) >= before and "Dry run" in str(m.blocks))
+    dry = await world.slack.wait_for(lambda m: "Dry run" in str(m.blocks), since=before)
     assert "Plan: deep health check" in dry.text and "operation_confirm" not in str(dry.blocks)
 
 

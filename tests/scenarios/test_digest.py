@@ -206,10 +206,9 @@ async def digest_command(world: Sandbox, text: str, *, user: str = ADMIN, channe
     assert response.status_code == 200 and not response.content
 
     def answer(message: Message) -> bool:
-        mine = message.ephemeral_to == user and message.via != "command"
-        return mine and world.slack.messages.index(message) >= before
+        return message.ephemeral_to == user and message.via != "command"
 
-    reply = await world.slack.wait_for(answer, timeout=60)
+    reply = await world.slack.wait_for(answer, since=before, timeout=60)
     await world.pitcrew.services.drain()
     return reply
 

@@ -390,9 +390,7 @@ async def test_a_button_of_an_older_version_is_answered_and_audited_and_an_event
     before = len(sandbox.slack.messages)
     response = await sandbox.slack.click(user_id="U0ALICE01", message=home, action_id="gone_button")
     assert response.status_code == 200
-    answer = await sandbox.slack.wait_for(
-        lambda m: sandbox.slack.messages.index(m) >= before and m.via == "response_url"
-    )
+    answer = await sandbox.slack.wait_for(lambda m: m.via == "response_url", since=before)
     assert "does not know this button" in body(answer)
     await sandbox.pitcrew.services.drain()
     await sandbox.pitcrew.services.audit.flush()

@@ -224,7 +224,7 @@ async def test_records_and_the_digest_time_an_episode_from_its_start_as_the_aler
     before = len(world.slack.messages)
     await world.slack.send_command(user_id=ALICE, channel_id=KUMO, command="/digest", text=f"preview --week {week}")
     preview = await world.slack.wait_for(
-        lambda m: m.ephemeral_to == ALICE and m.via != "command" and world.slack.messages.index(m) >= before, timeout=60
+        lambda m: m.ephemeral_to == ALICE and m.via != "command", since=before, timeout=60
     )
     (line,) = [line for line in body(preview).splitlines() if f"stall of `{JOB}`" in line]
     assert started in line and "17 min" in line, line
