@@ -261,6 +261,7 @@ def build_app(
     if services is None:
         services = build_services(settings=settings, program=program, client=build_slack_client(settings))
     bolt = AsyncApp(
+        name="pitcrew",  # without a name Bolt calls inspect.stack(), which reads the source of every frame
         client=services.poster.client,  # one Web API client: Bolt's listeners and the poster share it
         signing_secret=settings.slack_signing_secret,
         raise_error_for_unhandled_request=True,  # answered by handlers.errors: 200, not Bolt's 404
