@@ -4,6 +4,8 @@ command, a lease renewal or an audit flush does not fail once per pooled connect
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
@@ -21,3 +23,20 @@ async def test_a_session_after_the_database_ended_every_connection_works(db: Dat
     for _ in range(3):
         async with db.session() as session:
             assert (await session.exec(text("SELECT 1"))).scalar() == 1  # type: ignore[call-overload]
+
+
+async def test_a_sqlite_session_runs_only_its_own_statements(tmp_path: Path) -> None:
+    """No ping before each SQLite session: a file has no server to lose (Postgres's ping is what the test above
+    relies on), and on SQLite it was one more statement for every session, doubling the smallest."""
+    db = Database(url=f"sqlite+aiosqlite:///{tmp_path / 'p.db'}")
+    statements: list[str] = []  # what SQLite itself was asked to run (its trace callback sees pings too)
+    try:
+        async with db.session() as session:  # the pool's one connection, traced from now on
+            raw = await (await session.connection()).get_raw_connection()
+            await raw.driver_connection.set_trace_callback(statements.append)
+        statements.clear()
+        async with db.session() as session:
+            await session.exec(text("SELECT 3"))  # type: ignore[call-overload]
+    finally:
+        await db.dispose()
+    assert [s for s in statements if s.startswith("SELECT")] == ["SELECT 3"], statements
