@@ -307,8 +307,8 @@ def _grid(metrics: ClusterMetrics) -> _Grid:
             continue
         # A sample counts from the first step at or after it (as Prometheus's lookback reads it): never before
         # it was taken, so an alert is never dated before its evidence.
-        at = np.ceil((np.asarray(s.times, dtype=float) - t0) / step - 1e-6).astype(np.int64)
-        values = np.asarray(s.values, dtype=float)
+        taken, values = s.arrays
+        at = np.ceil((taken - t0) / step - 1e-6).astype(np.int64)
         keep = (at >= 0) & (at < count)
         i = node_index[s.node]
         if s.signal in EFA_SIGNALS:

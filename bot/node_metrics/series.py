@@ -13,8 +13,11 @@ process runs on it (an idle node, not a dead exporter)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from datetime import datetime
 from enum import StrEnum
+
+import numpy as np
 
 
 class Family(StrEnum):
@@ -140,6 +143,14 @@ class Series:
     # ("0".."15"), percentile ("p50") or instance type (Signal.device_label); "" when the series has none
     times: tuple[float, ...]  # Unix seconds, ascending
     values: tuple[float, ...]  # same length as times; rates for counters
+
+    @cached_property
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """`times` and `values` as read-only float arrays, made once: one check grids the same series for the
+        culprit and for each faulty-node assessment, and turning a long tuple into an array was half of each."""
+        times, values = np.asarray(self.times, dtype=float), np.asarray(self.values, dtype=float)
+        times.flags.writeable = values.flags.writeable = False
+        return times, values
 
 
 @dataclass(frozen=True)

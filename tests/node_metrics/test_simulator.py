@@ -173,3 +173,16 @@ def test_same_seed_same_series_and_bad_faults_refused() -> None:
         sim.inject(Injected(cause=Cause.THERMAL, node="i-nope", start=0, end=None))
     with pytest.raises(ValueError, match="node=None"):
         sim.inject(Injected(cause=Cause.INPUT, node=NODES[0], start=0, end=None))
+
+
+def test_a_series_arrays_are_its_samples_made_once_and_read_only() -> None:
+    """The culprit analysis and each faulty-node assessment grid the same series: the arrays are made once."""
+    from bot.node_metrics.series import Series, Signal
+
+    series = Series(signal=Signal.GPU_UTIL, node="i-1", device="0", times=(60.0, 120.0), values=(97.5, 12.0))
+    times, values = series.arrays
+    assert series.arrays[0] is times and series.arrays[1] is values
+    assert times.tolist() == [60.0, 120.0] and values.tolist() == [97.5, 12.0]
+    with pytest.raises(ValueError):
+        values[0] = 0.0  # a check cannot change what the next one reads
+    assert series == Series(signal=Signal.GPU_UTIL, node="i-1", device="0", times=(60.0, 120.0), values=(97.5, 12.0))
