@@ -13,9 +13,9 @@ process runs on it (an idle node, not a dead exporter)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 from datetime import datetime
 from enum import StrEnum
+from functools import cached_property
 
 import numpy as np
 
