@@ -388,5 +388,5 @@ async def stop(services: Services) -> None:
     await services.audit.close()
     await services.poster.aclose()
     await services.throughput.aclose()
-    services.fleet.close()
+    await services.fleet.aclose()
     await services.db.dispose()

@@ -42,6 +42,7 @@ from bot.tls import tls_context
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+CLOSE_GRACE_SECONDS = 5.0  # a stop's wait for AWS work under way (after the scheduler's 20 s: within 30 s in all)
 
 
 class UnknownOrg(KeyError):
@@ -166,6 +167,17 @@ class Fleet:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._http.close()
+
+    async def aclose(self, *, grace: float = CLOSE_GRACE_SECONDS) -> None:
+        """Close at a stop: work already under way in the pool (a listing whose caller was cancelled, the Home's
+        or a command's) finishes first, for up to `grace` seconds. Closing the HTTP client under it made it fail
+        and log the org's listing as failed ("the client has been closed") at every stop that met one."""
+        self._pool.shutdown(wait=False, cancel_futures=True)  # nothing new starts; queued work is dropped
+        try:
+            await asyncio.wait_for(asyncio.to_thread(self._pool.shutdown, wait=True), grace)
+        except TimeoutError:
+            log.warning("stopping: AWS work still under way after %g s; closing its client", grace)
         self._http.close()
 
     def backends(self, org: OrgConfig) -> list[ClusterBackend]:
