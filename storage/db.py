@@ -89,12 +89,13 @@ class Database:
 
     def __init__(self, *, url: str, echo: bool = False) -> None:
         self.url = url
-        connect_args = {"timeout": 30} if url.startswith("sqlite") else {}
+        sqlite = url.startswith("sqlite")
+        connect_args = {"timeout": 30} if sqlite else {}
         # pool_pre_ping: after a Postgres restart or failover every pooled connection is dead, and without a
         # check each would fail one command, lease renewal or audit flush before the pool replaced it. A SQLite
         # file has no server to lose, so there the ping would only be one more statement per session.
         self.engine: AsyncEngine = create_async_engine(
-            url, echo=echo, connect_args=connect_args, pool_pre_ping=not url.startswith("sqlite")
+            url, echo=echo, connect_args=connect_args, pool_pre_ping=not sqlite
         )
         self._sessions = async_sessionmaker(self.engine, class_=AsyncSession, expire_on_commit=False)
 
