@@ -3,12 +3,15 @@
     [2023-07-25 21:03:21,037] [INFO] [logging.py:96:log_dist] [Rank 0] step=35, skipped=0, lr=[...], mom=[...]
     [2023-07-25 21:03:17,269] [INFO] [timer.py:215:stop] epoch=0/micro_step=34/global_step=34,
     RunningAvgSamplesPerSec=7.86, CurrSamplesPerSec=8.009, MemAllocated=59.65GB, MaxMemAllocated=63.31GB
-    [2022-03-11 02:06:58,985] [INFO] [timer.py:189:stop] 0/40, SamplesPerSec=83.48, ...   (before 0.8)
+    [2022-08-29 06:58:56,176] [INFO] [timer.py:198:stop] 0/20, RunningAvgSamplesPerSec=232.7, CurrSamplesPerSec=227.5,
+    MemAllocated=0.36GB, MaxMemAllocated=15.06GB                                          (up to 0.7)
+    [2022-03-11 02:06:58,985] [INFO] [timer.py:189:stop] 0/40, SamplesPerSec=83.48, ...   (older)
     steps: 100 loss: 2.1034 iter time (s): 1.234 samples/sec: 25.932                    (pipeline engine)
 
-Samples/s is the timer's `CurrSamplesPerSec` (`SamplesPerSec` in old versions, whose line names no global step:
-it is the step of the report before it) or the pipeline's `samples/sec`; a `step=` report without a timer gives
-the time between reports. `train_batch_size` from the config DeepSpeed prints turns samples into steps, and with
+Samples/s is the timer's `CurrSamplesPerSec` (`SamplesPerSec` in older versions) or the pipeline's `samples/sec`; a
+`step=` report without a timer gives the time between reports. Up to 0.7 the timer's line names no global step
+(its `0/40` counted micro steps): it is the step of the report just before it, or, in a log with no reports at all,
+its own count. `train_batch_size` from the config DeepSpeed prints turns samples into steps, and with
 `--tokens-per-step` into tokens. The flops profiler's table (one step) is not a series and is left out.
 """
 
@@ -20,7 +23,10 @@ from bot.ingest.training_logs.common import NUMBER, Item, LineReader, LogFormat,
 
 _REPORT = re.compile(r"\bstep=(\d+), skipped=\d+")
 _TIMER = re.compile(rf"global_step=(\d+), RunningAvgSamplesPerSec=(?:{NUMBER}), CurrSamplesPerSec=({NUMBER})")
-_OLD_TIMER = re.compile(rf"\b\d+/\d+, SamplesPerSec=({NUMBER})")
+# Up to 0.7: `epoch/count, SamplesPerSec=` (older), or `epoch/count, RunningAvgSamplesPerSec=, CurrSamplesPerSec=`
+_OLD_TIMER = re.compile(
+    rf"\b\d+/(\d+), (?:SamplesPerSec=({NUMBER})|RunningAvgSamplesPerSec=(?:{NUMBER}), CurrSamplesPerSec=({NUMBER}))"
+)
 _PIPELINE = re.compile(
     rf"\bsteps?:\s*(\d+)(?:\s*/\s*\d+)?\s+loss:.*?iter time \(s\):\s*({NUMBER})\s+samples/sec:\s*({NUMBER})"
 )
@@ -30,18 +36,25 @@ _BATCH = re.compile(r"\btrain_batch_size\s\.{2,}\s+(\d+)")
 class DeepSpeedReader(LineReader):
     def __init__(self) -> None:
         self.step: int | None = None  # the last report's: an old timer line belongs to it
+        self.timed = False  # the last report has its old timer line already
+        self.reports = False  # the log has progress reports (else an old timer line's own count is its step)
 
     def feed(self, text: str, line: int) -> list[Item]:
         at, zoned = timestamp(text, line)
         if (report := _REPORT.search(text)) is not None:
-            self.step = int(report.group(1))
+            self.step, self.timed, self.reports = int(report.group(1)), False, True
             return [Progress(line=line, step=self.step, at=at, zoned=zoned)]
         if (timer := _TIMER.search(text)) is not None:
             rate = number(timer.group(2), "CurrSamplesPerSec", line, positive=True)
             return [Progress(line=line, step=int(timer.group(1)), at=at, zoned=zoned, samples_per_second=rate)]
         if (old := _OLD_TIMER.search(text)) is not None:
-            rate = number(old.group(1), "SamplesPerSec", line, positive=True)
-            return [Progress(line=line, step=self.step, at=at, zoned=zoned, samples_per_second=rate)]
+            shown, what = (old.group(2), "SamplesPerSec") if old.group(2) else (old.group(3), "CurrSamplesPerSec")
+            rate = number(shown, what, line, positive=True)
+            step = self.step if not self.timed else None  # a second timer line since the report: step unknown
+            if not self.reports:
+                step = int(old.group(1))
+            self.timed = True
+            return [Progress(line=line, step=step, at=at, zoned=zoned, samples_per_second=rate)]
         if (pipeline := _PIPELINE.search(text)) is not None:
             return [
                 Progress(

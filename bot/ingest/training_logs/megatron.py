@@ -8,6 +8,10 @@ The step time is the interval's mean (`elapsed time per iteration (ms)`); the gl
 the sequence length in the argument dump at the start (`  seq_length ........ 4096`), so tokens per step need no
 flag. Older versions print no timestamp on the line but do on `[before the start of training step] datetime:`
 (a start) and `[after training is done] datetime:` (an end), from which the steps are timed.
+
+GPT-NeoX prints no global batch size but its own rate (` samples/sec: 7.799 | iteration  34/ 10000 | ...`), and
+its argument dump ends each value in dots and `updated`/`default`; Megatron-DeepSpeed adds `actual seqlen:` (the
+sequence length) and `samples per second:` to the line.
 """
 
 from __future__ import annotations
@@ -31,7 +35,10 @@ _ITERATION = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|")
 _ELAPSED = re.compile(rf"elapsed time per iteration \(ms\):\s*({NUMBER})")
 _BATCH = re.compile(rf"global batch size:\s*({NUMBER})")
 _CONSUMED = re.compile(rf"consumed samples:\s*({NUMBER})")
-_ARGUMENT = re.compile(r"\b(seq_length|global_batch_size)\s\.{2,}\s+(\d+)\s*$")  # the argument dump
+_SAMPLES = re.compile(rf"\bsamples(?:/sec| per second):\s*({NUMBER})")  # GPT-NeoX, Megatron-DeepSpeed
+_SEQLEN = re.compile(rf"\bactual seqlen:\s*({NUMBER})")  # Megatron-DeepSpeed
+# The argument dump; GPT-NeoX pads the value with dots and says whether it is the default.
+_ARGUMENT = re.compile(r"\b(seq_length|global_batch_size|train_batch_size)\s\.{2,}\s+(\d+)\.*(?:updated|default)?\s*$")
 _MARKS = (
     (re.compile(r"\[before the start of training step\] datetime:"), "start"),
     (re.compile(r"\[after training is done\] datetime:"), "end"),
@@ -57,7 +64,11 @@ class MegatronReader(LineReader):
         if seconds is None:
             raise LogError(line, "an iteration line without 'elapsed time per iteration (ms)': it cannot be timed")
         at, zoned = timestamp(text[: iteration.start()], line)
+        items: list[Item] = []
+        if (seqlen := find(_SEQLEN, text, "actual seqlen", line)) is not None:
+            items.append(Setting(line=line, name="seq_length", value=seqlen))
         return [
+            *items,
             Progress(
                 line=line,
                 step=int(iteration.group(1)),
@@ -67,7 +78,8 @@ class MegatronReader(LineReader):
                 step_seconds=seconds / 1000,
                 samples_per_step=find(_BATCH, text, "global batch size", line),
                 consumed_samples=find(_CONSUMED, text, "consumed samples", line, positive=False),
-            )
+                samples_per_second=find(_SAMPLES, text, "samples/sec", line),
+            ),
         ]
 
 

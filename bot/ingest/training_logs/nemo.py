@@ -9,7 +9,14 @@ A line is progress when it has `train_step_timing in s` (the step time; an older
 its own `s/it`). The bar is redrawn with carriage
 returns, many times a step: each redraw is read, and one step is one sample. The global batch size is on NeMo 2's
 line, or the growth of `consumed_samples` per step; the sequence length is in the config NeMo prints
-(`encoder_seq_length: 4096`). Neither form carries a timestamp: times come from the step times (or `--start`).
+(`encoder_seq_length: 4096`). Neither form carries a timestamp of its own: times come from the step times (or
+`--start`), or from a launcher's prefix before the line (`[2025-12-17 04:54:49,774] [INFO] Epoch 1: ...`), never
+from a NeMo message glued after the bar (`...val_loss=0.212][NeMo I 2024-06-17 08:36:41 nlp_overrides:480] ...`).
+
+The bar rounds its figures to three significant digits once that is shorter (tqdm's `format_num`): `global_step=2e+3`
+is any step from 1995 to 2004, and `consumed_samples=2.56e+5` says too little to count samples by. Such a step is the
+bar's own count less one where that rounds to it (the bar counts the steps done, from 1), and such a count of samples
+is not used.
 """
 
 from __future__ import annotations
@@ -38,6 +45,8 @@ _CONSUMED = re.compile(rf"\bconsumed_samples\s*[=:]\s*({NUMBER})")
 _SEQ_LENGTH = re.compile(r"\b(?:encoder_)?seq_length\s*[:=]\s*(\d+)\b")
 _DONE = re.compile(r"`Trainer\.fit` stopped")
 _BAR_RATE = re.compile(rf"\d+/\d+ \[[\d:]+<[^,\]]*,\s*({NUMBER})\s*(s/it|it/s)")
+_BAR_COUNT = re.compile(r"(?<![\d/])(\d+)/\d+ \[")
+_BEGINS = re.compile(r"\b(?:Training epoch|Epoch) \d+")  # where the progress starts: a timestamp is before it
 
 
 class NemoReader(LineReader):
@@ -58,11 +67,18 @@ class NemoReader(LineReader):
         if seconds is None:
             raise LogError(line, "train_step_timing without a number: the step cannot be timed")
         step = find(_STEP, text, "global_step", line, positive=False)
+        if step is not None and _rounded(_STEP, text) and (count := _BAR_COUNT.search(text)) is not None:
+            done = int(count.group(1)) - 1
+            step = done if _three_digits(done) == step else step
         iteration = _ITERATION.search(text)
         total = None
         if step is None and iteration is not None:
             step, total = float(iteration.group(1)), int(iteration.group(2))
-        at, zoned = timestamp(text, line)
+        begins = _BEGINS.search(text)
+        at, zoned = timestamp(text if begins is None else text[: begins.start()], line)
+        consumed = (
+            None if _rounded(_CONSUMED, text) else find(_CONSUMED, text, "consumed_samples", line, positive=False)
+        )
         return [
             Progress(
                 line=line,
@@ -72,9 +88,19 @@ class NemoReader(LineReader):
                 zoned=zoned,
                 step_seconds=seconds,
                 samples_per_step=find(_BATCH, text, "global_batch_size", line),
-                consumed_samples=find(_CONSUMED, text, "consumed_samples", line, positive=False),
+                consumed_samples=consumed,
             )
         ]
+
+
+def _rounded(pattern: re.Pattern[str], text: str) -> bool:
+    """Whether the figure the pattern catches was printed with an exponent (rounded to three digits by the bar)."""
+    match = pattern.search(text)
+    return match is not None and "e" in match.group(1).lower()
+
+
+def _three_digits(value: int) -> float:
+    return float(f"{value:.3g}")
 
 
 FORMAT = LogFormat(

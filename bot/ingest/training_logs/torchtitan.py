@@ -5,7 +5,8 @@
 
 `tps` is torchtitan's own tokens per second per device (`wps` in its first versions): the rate of one GPU,
 which is what the detector needs (it compares the job with itself). Every rank may print the line: one step is one
-sample. `Training starts at step N` starts a run; `Training completed` ends it.
+sample. `Training starts at step N` starts a run; `Training completed` ends it. The validator's line
+(`validate step: 500  loss: ...  tps: ...`) is evaluation, not training, and is left out.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from bot.ingest.training_logs.common import (
     timestamp,
 )
 
-_STEP = re.compile(r"\bstep:\s*(\d+)\s+loss:")
+_STEP = re.compile(r"(?<!validate )\bstep:\s*(\d+)\s+loss:")
 _TPS = re.compile(rf"\b(?:tps|wps):\s*({NUMBER})")
 _MARKS = ((re.compile(r"Training starts at step \d+"), "start"), (re.compile(r"\bTraining completed\b"), "end"))
 

@@ -84,3 +84,57 @@ def test_the_pipeline_engines_step_line() -> None:
     # after the real progress report of issue 1825 that carries the time.
     line = ISSUE_1825.split("\n")[1] + "\nsteps: 40 loss: 2.1034 iter time (s): 0.383 samples/sec: 83.552"
     assert samples(imported(line, "deepspeed")) == [("2022-03-11T02:06:58.985Z", pytest.approx(83.552), 40)]
+
+
+# https://github.com/deepspeedai/DeepSpeed/issues/2629 (DeepSpeed 0.7.7 prints its timer every step): the timer line of
+# 0.6 and 0.7 (`0/17, RunningAvgSamplesPerSec=..., CurrSamplesPerSec=...`), a launcher's `stdout: ` before it, and no
+# progress report in the excerpt.
+ISSUE_2629 = """
+stdout: [2022-12-20 08:26:26,101] [INFO] [timer.py:197:stop] 0/17, RunningAvgSamplesPerSec=158.31157878546472, CurrSamplesPerSec=159.628891629629, MemAllocated=1.75GB, MaxMemAllocated=2.6GB
+stdout: [2022-12-20 08:26:26,325] [INFO] [timer.py:197:stop] 0/18, RunningAvgSamplesPerSec=157.41495682912333, CurrSamplesPerSec=145.0889530760849, MemAllocated=1.75GB, MaxMemAllocated=2.6GB
+stdout: [2022-12-20 08:26:26,531] [INFO] [timer.py:197:stop] 0/19, RunningAvgSamplesPerSec=157.4379014217289, CurrSamplesPerSec=157.80592669930536, MemAllocated=1.75GB, MaxMemAllocated=2.6GB
+"""  # noqa: E501
+
+# eth-cscs/UserLabDay on GitHub, 2022/containers/ngc-bert-squad/README.md (BERT on SQuAD with DeepSpeed at CSCS,
+# 2022): the same timer line after each progress report.
+CSCS_USERLABDAY = """
+[2022-08-29 06:58:56,121] [INFO] [logging.py:68:log_dist] [Rank 0] step=20, skipped=17, lr=[5e-05], mom=[(0.9, 0.999)]
+[2022-08-29 06:58:56,176] [INFO] [timer.py:198:stop] 0/20, RunningAvgSamplesPerSec=232.7340551694273, CurrSamplesPerSec=227.48090316379353, MemAllocated=0.36GB, MaxMemAllocated=15.06GB
+[2022-08-29 06:59:18,633] [INFO] [logging.py:68:log_dist] [Rank 0] step=30, skipped=17, lr=[5e-05], mom=[(0.9, 0.999)]
+[2022-08-29 06:59:18,687] [INFO] [timer.py:198:stop] 0/30, RunningAvgSamplesPerSec=230.82135336499695, CurrSamplesPerSec=227.45044884073528, MemAllocated=0.36GB, MaxMemAllocated=15.06GB
+[2022-08-29 06:59:41,140] [INFO] [logging.py:68:log_dist] [Rank 0] step=40, skipped=17, lr=[5e-05], mom=[(0.9, 0.999)]
+[2022-08-29 06:59:41,193] [INFO] [timer.py:198:stop] 0/40, RunningAvgSamplesPerSec=229.93929267351086, CurrSamplesPerSec=227.7217889790298, MemAllocated=0.36GB, MaxMemAllocated=15.06GB
+"""  # noqa: E501
+
+# https://github.com/deepspeedai/DeepSpeed/issues/255 (2020): the first timer line, its own logger's timestamp, no
+# progress reports.
+ISSUE_255 = """
+[INFO 2020-06-08 05:26:19] 0/2650, SamplesPerSec=13.19749106827976
+[INFO 2020-06-08 05:26:34] 0/2700, SamplesPerSec=13.198177991591365
+"""
+
+
+def test_the_timer_line_of_0_7_without_reports_counts_its_own_steps() -> None:
+    result = imported(ISSUE_2629, "deepspeed")
+    assert samples(result) == [
+        ("2022-12-20T08:26:26.101Z", pytest.approx(159.629, abs=1e-3), 17),
+        ("2022-12-20T08:26:26.325Z", pytest.approx(145.089, abs=1e-3), 18),
+        ("2022-12-20T08:26:26.531Z", pytest.approx(157.806, abs=1e-3), 19),
+    ]
+
+
+def test_the_timer_line_of_0_7_belongs_to_the_report_before_it() -> None:
+    result = imported(CSCS_USERLABDAY, "deepspeed")
+    assert result.columns[4] == "samples_per_second"
+    assert samples(result) == [  # the timer's CurrSamplesPerSec, at the report's time
+        ("2022-08-29T06:58:56.121Z", pytest.approx(227.481, abs=1e-3), 20),
+        ("2022-08-29T06:59:18.633Z", pytest.approx(227.450, abs=1e-3), 30),
+        ("2022-08-29T06:59:41.140Z", pytest.approx(227.722, abs=1e-3), 40),
+    ]
+
+
+def test_the_first_timer_line_without_reports_counts_its_own_steps() -> None:
+    assert samples(imported(ISSUE_255, "deepspeed")) == [
+        ("2020-06-08T05:26:19Z", pytest.approx(13.197, abs=1e-3), 2650),
+        ("2020-06-08T05:26:34Z", pytest.approx(13.198, abs=1e-3), 2700),
+    ]

@@ -155,3 +155,51 @@ def test_a_log_of_another_format_says_so() -> None:
         imported(NCCL_NOISE, "megatron")
     assert str(raised.value).startswith("no line reads as Megatron-LM progress (like `iteration  100/ 1000 |")
     assert str(raised.value).endswith("is --format right?")
+
+
+# https://github.com/deepspeedai/DeepSpeed/issues/3742 (a GPT-NeoX run): GPT-NeoX's own iteration line, which gives
+# no global batch size but its samples/s (after DeepSpeed's timer line, whose time it does not carry).
+NEOX_3742 = """
+[2023-07-25 21:03:17,269] [INFO] [timer.py:215:stop] epoch=0/micro_step=34/global_step=34, RunningAvgSamplesPerSec=7.864669709950182, CurrSamplesPerSec=8.00912418308922, MemAllocated=59.65GB, MaxMemAllocated=63.31GB
+ samples/sec: 7.799 | iteration       34/   10000 | elapsed time per iteration (ms): 4103.1 | learning rate: 2.111E-06 | approx flops per GPU: 112.9TFLOPS | lm_loss: 1.118665E+01 | number of skipped iterations:   0 | number of nan iterations:   0 |
+"""  # noqa: E501
+
+# https://github.com/argonne-lcf/Megatron-DeepSpeed/blob/main/ALCF/README.md (AuroraGPT on Polaris): the line of
+# Megatron-DeepSpeed, with `actual seqlen`, `samples per second` and `tgs`, between DeepSpeed's lines.
+ALCF_README = """
+        [2024-03-07 15:27:02,646] [INFO] [timer.py:260:stop] epoch=0/micro_step=199/global_step=199, RunningAvgSamplesPerSec=58.730622229657506, CurrSamplesPerSec=61.35304005128382, MemAllocated=6.01GB, MaxMemAllocated=19.52GB
+        iteration      199/  317892 | consumed samples:       152832 | consumed tokens:    625999872 | elapsed time per iteration (ms): 14287.5 | learning rate: 2.407E-04 | global batch size:   768 | lm loss: 5.905366E+00 | loss scale: 8192.0 | actual seqlen:  4096 | number of skipped iterations:   0 | number of nan iterations:   0 | samples per second: 53.753 | tokens per gpu per second (tgs): 1146.733 | TFLOPs: 69.85 |
+        [2024-03-07 15:27:15,063] [INFO] [logging.py:96:log_dist] [Rank 0] step=200, skipped=4, lr=[0.000240653265864008, 0.000240653265864008], mom=[(0.9, 0.999), (0.9, 0.999)]
+        [2024-03-07 15:27:17,188] [INFO] [timer.py:260:stop] epoch=0/micro_step=200/global_step=200, RunningAvgSamplesPerSec=58.730745476291396, CurrSamplesPerSec=58.75503515561452, MemAllocated=6.01GB, MaxMemAllocated=19.52GB
+        iteration      200/  317892 | consumed samples:       153600 | consumed tokens:    629145600 | elapsed time per iteration (ms): 14541.4 | learning rate: 2.407E-04 | global batch size:   768 | lm loss: 5.897035E+00 | loss scale: 8192.0 | actual seqlen:  4096 | number of skipped iterations:   0 | number of nan iterations:   0 | samples per second: 52.815 | tokens per gpu per second (tgs): 1126.713 | TFLOPs: 68.63 |
+"""  # noqa: E501
+
+
+def test_gpt_neox_lines_give_their_own_samples_per_second() -> None:
+    result = imported(NEOX_3742, "megatron", start=START)
+    assert result.columns[4] == "samples_per_second"
+    assert samples(result) == [("2026-11-29T09:00:04.103Z", pytest.approx(7.799), 34)]
+    with_tokens = imported(NEOX_3742, "megatron", start=START, tokens_per_step=32 * 2048.0)
+    assert samples(with_tokens)[0][1] == pytest.approx(32 * 2048 / 4.1031, abs=1e-3)
+
+
+def test_gpt_neox_argument_dump_gives_tokens_per_step() -> None:
+    # The dump's shape, as GPT-NeoX prints it (megatron/neox_arguments/arguments.py, NeoXArgs.print): the value
+    # padded with dots to column 64, then whether it is the default.
+    dump = (
+        "  seq_length ...................... 2048........................updated\n"
+        "  train_batch_size ................ 32..........................updated\n"
+    )
+    result = imported(dump + NEOX_3742, "megatron", start=START)
+    assert result.columns[4] == "tokens_per_second"
+    assert samples(result)[0][1] == pytest.approx(32 * 2048 / 4.1031, abs=1e-3)
+    assert "tokens per step = the global batch size x the sequence length the log prints" in result.notes
+
+
+def test_megatron_deepspeed_lines_give_tokens_per_second_from_their_actual_seqlen() -> None:
+    result = imported(ALCF_README, "megatron", start=START)
+    assert result.columns[4] == "tokens_per_second"
+    assert samples(result) == [  # 768 samples of 4096 tokens a step
+        ("2026-11-29T09:00:14.287Z", pytest.approx(768 * 4096 / 14.2875, abs=1e-3), 199),
+        ("2026-11-29T09:00:28.829Z", pytest.approx(768 * 4096 / 14.5414, abs=1e-3), 200),
+    ]

@@ -91,3 +91,46 @@ def test_a_step_timing_that_does_not_read_is_refused_naming_its_line() -> None:
     with pytest.raises(LogError) as raised:
         imported(broken, "nemo", start=START)
     assert str(raised.value) == "line 5: train_step_timing is 0: no rate can be read from it"
+
+
+# A Japanese walkthrough of LoRA tuning Llama 2 7B with NeMo-Megatron-Launcher, in the public code index (stored file
+# 30377187391; the index does not name its repository): the last bar of the run with a NeMo message glued after it,
+# whose timestamp is the checkpoint's removal, not the step's; `global_step=2e+3` and `consumed_samples=2.56e+5` are
+# the bar's three-digit roundings.
+LAUNCHER_PEFT_JA = (
+    "Epoch 0: : 100%|██████████| 2000/2000 [43:24:54<00:00, reduced_train_loss=0.139, global_step=2e+3, "
+    "consumed_samples=2.56e+5, train_step_timing in s=68.70, val_loss=0.212][NeMo I 2024-06-17 08:36:41 "
+    "nlp_overrides:480] Removing checkpoint: /home/yxxxx-pg/llama/NeMo-Megatron-Launcher/launcher_scripts/results/"
+    "llama2_7b/peft_squad_llama2_7b/results/checkpoints/mp_rank_00/megatron_llama_peft_tuning-lora--validation_loss="
+    "0.211-step=1800-consumed_samples=230400.0-last.ckpt"
+)
+
+# A NeMo-Megatron-Launcher guide for Kubernetes in the public code index (stored file 5706984593; the index does not
+# name its repository): the bar at its 2000th step, a validation bar's redraw glued after it.
+LAUNCHER_K8S = (
+    "Epoch 0: :   0%|          | 2000/603000 [1:03:17<317:00:58, v_num=, reduced_train_loss=2.600, "
+    "global_step=2e+3, consumed_samples=1.28e+6, train_step_timing in s=1.900, val_loss=2.800]dation DataLoader 0: : "
+    "51it [00:20,  2.53it/s]"
+)
+
+
+def test_a_nemo_message_glued_after_the_bar_does_not_lend_it_its_timestamp() -> None:
+    result = imported(LAUNCHER_PEFT_JA, "nemo", start=START, tokens_per_step=4096.0)
+    assert samples(result) == [("2026-11-29T09:01:08.700Z", pytest.approx(4096 / 68.7, abs=1e-3), 1999)]
+    assert "no timestamps: times from cumulative step times after 2026-11-29T09:00:00Z (--start)" in result.notes
+
+
+def test_a_rounded_global_step_is_the_bars_own_count() -> None:
+    result = imported(LAUNCHER_K8S, "nemo", start=START, tokens_per_step=4096.0)
+    assert samples(result) == [("2026-11-29T09:00:01.900Z", pytest.approx(4096 / 1.9, abs=1e-3), 1999)]
+
+
+def test_rounded_consumed_samples_are_not_a_batch_size() -> None:
+    # LAUNCHER_K8S and its bar redrawn 16 steps later, as it would print them: 1,280,000 samples (640 a step) then
+    # 1,290,240, rounded to 1.28e+6 and 1.29e+6, whose difference (10,000 / 16 = 625 a step) is not the batch size.
+    later = LAUNCHER_K8S.replace("2000/603000", "2017/603000").replace("global_step=2e+3", "global_step=2.02e+3")
+    later = later.replace("consumed_samples=1.28e+6", "consumed_samples=1.29e+6")
+    with pytest.raises(LogError, match="give --tokens-per-step N"):
+        imported(f"{LAUNCHER_K8S}\r{later}", "nemo", start=START)
+    result = imported(f"{LAUNCHER_K8S}\r{later}", "nemo", start=START, tokens_per_step=640 * 2048.0)
+    assert [step for _, _, step in samples(result)] == [1999, 2016]

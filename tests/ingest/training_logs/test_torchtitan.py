@@ -96,3 +96,16 @@ def test_a_step_line_without_tps_is_refused_naming_its_line() -> None:
     with pytest.raises(LogError) as raised:
         imported(broken, "torchtitan")
     assert str(raised.value) == "line 5: a step line without tps (tokens per second): no rate can be read from it"
+
+
+def test_the_validators_line_is_not_a_training_step() -> None:
+    # The validator's line, as torchtitan prints it (torchtitan/components/metrics.py, MetricsProcessor.log_validation:
+    # `validate step: {step:2}  loss: {loss:7.4f}  memory: ...GiB(...%)  tps: {round(tps):,}`), with the colours it
+    # has there, between two real step lines of PR_1287: its tps is evaluation's, not training's.
+    validation = (
+        "[rank0]:[titan] 2025-06-16 22:31:10,001 - root - INFO - \x1b[33mvalidate step: 215  \x1b[32mloss:  6.0511  "
+        "\x1b[38;2;54;234;195mmemory: 49.66GiB(52.28%)  \x1b[34mtps: 17,940\x1b[39m"
+    )
+    lines = PR_1287.split("\n")
+    lines.insert(6, validation)
+    assert samples(imported("\n".join(lines), "torchtitan")) == samples(imported(PR_1287, "torchtitan"))
