@@ -48,7 +48,7 @@ inactive and silence is not an anomaly; a sample after `end` starts the job agai
 
 Any cadence (issue 23): the time scales follow the job's own reporting interval (the median of its last 15), so a
 job reporting every 10 s and one reporting every 5 minutes get the same detection: time between samples counts up to
-3 intervals (at least 2 minutes), the recent window holds 2.5 intervals, a block 6, the baseline window 10; a stall
+2.5 intervals (at least 2 minutes), the recent window holds 2.5 intervals, a block 6, the baseline window 10; a stall
 needs `stall_after` (and, for a job reporting less often than every 2 minutes, one more interval: the sample after
 a pause comes that much after it) and 2.5 intervals of silence. A job reporting less often than every 15 minutes gets
 no slowdown judged, and `too_sparse` says why.
@@ -60,7 +60,9 @@ held against that rate until the job is back near it. (A hang keeps the run's ba
 one is an ordinary slowdown.) A run's first hours hold one or two of its data mixes, so its blocks may sit at the top
 of the job's level range: on the same `nodes` as the last healthy run, as long as they sit above its centre (the
 median of its blocks) by no more than the job's level range (`LEVEL_Z` x its spread), the level allowance is measured
-from that centre, and the bottom of the range, where the last run was not slow, is not slow now either.
+from that centre, and the bottom of the range, where the last run was not slow, is not slow now either. On other nodes
+(or nodes either run did not say), nothing places the run in the job's range: for its first 12 hours of healthy blocks
+its level allowance is the widest (`LEVEL_ALLOWANCE_MAX`), when the job's level range is wider than a quiet job's.
 
 Degradation (issue 23): a drop of 5% or more below the level of the 2 hours before, lasting 2 hours, judged at each
 block on the blocks' medians, clear of their own noise (a job whose blocks wander more than 2% from one to the next,
@@ -99,6 +101,7 @@ NOISE_Z = 1.2  # ... or this many times the job's sample noise (the 2-minute med
 LEVEL_Z = 3.0  # ... or this many times the spread of its healthy 10-minute levels since the start (mix, wander)
 LEVEL_ALLOWANCE_MAX = math.log(1 / 0.855)  # ... but no wider for that: the widest that still tells a decline to 50%
 # over 2 hours by the time it is 25% down (the integral of its log-deficit past 0.855 reaches CUSUM_LIMIT just then)
+UNPLACED_FOR = timedelta(hours=12)  # a run on other nodes is placed in the job's level range by this much of its blocks
 LEVEL_MIN_BLOCKS = 3  # the level spread needs at least this many healthy blocks
 CUSUM_LIMIT = 1.6  # log-deficit-minutes past the allowance that make a slowdown (70%: about 8 min, 75%: 11)
 NEVER_BEFORE = timedelta(minutes=1)  # the CUSUM opens nothing sooner than `sustain` + this: deep drops are the
@@ -107,7 +110,8 @@ NEVER_BEFORE = timedelta(minutes=1)  # the CUSUM opens nothing sooner than `sust
 # Cadence (issue 23): a job reporting every 10 s and one reporting every 5 minutes get the same detection, so the
 # time scales above stretch with the job's own reporting interval (the median of its recent intervals).
 INTERVALS_KEPT = 15  # the interval is the median of the job's last this many (kept across restarts: same exporter)
-GAP_INTERVALS = 3.0  # time between samples counts up to this many intervals (at least RECENT_WINDOW): longer is a pause
+GAP_INTERVALS = 2.5  # time between samples counts up to this many intervals (at least RECENT_WINDOW): longer is a
+# pause, as long as a stall would need (STALL_INTERVALS): the partial samples either side of it are no slow minutes
 STALL_INTERVALS = 2.5  # a stall needs at least this many intervals without progress (and stall_after)
 RECENT_INTERVALS = 2.5  # the recent window holds at least this many intervals (2-3 samples at a long cadence)
 BLOCK_SAMPLES = BLOCK_MIN_SAMPLES + 1  # a block lasts at least this many intervals, so it can fill
@@ -462,8 +466,22 @@ class JobDetector:
         noise = NOISE_Z * _median(sorted(self._noise)) if self._noise else 0.0
         spread = LEVEL_Z * max(self._level_spread, self._prior_spread)
         level = min(LEVEL_ALLOWANCE_MAX, spread) + self._level_lift(spread)
+        if self._unplaced(spread):
+            level = max(level, LEVEL_ALLOWANCE_MAX)
         self._allowance_value = max(ALLOWANCE, noise, level)
         self._allowance_ratio = math.exp(-self._allowance_value)
+
+    def _unplaced(self, spread: float) -> bool:
+        """Whether this run's place in the job's level range is unknown: a young run (less than UNPLACED_FOR of
+        healthy blocks) of a job whose level moves more than a quiet job's (its range wider than ALLOWANCE), on other
+        nodes than the last healthy run, or on nodes either did not say. Its first hours hold one or two of the job's
+        data mixes, and on other nodes nothing says whether they sit at the top of its range or the bottom; so its
+        allowance is the widest, until its own blocks show its range."""
+        if self._prior_centre is None or self._reference is not None or spread <= ALLOWANCE:
+            return False
+        if self._nodes is not None and self._nodes == self._prior_nodes:
+            return False  # the same nodes: `_level_lift` places the run
+        return len(self._blocks) * self._block_length() < UNPLACED_FOR
 
     def _level_lift(self, spread: float) -> float:
         """How far (in log) this run's blocks sit above the job's centre (the last healthy run's blocks' median),
