@@ -339,6 +339,8 @@ class JobDetector:
             changes += self._close(ts) + self._close_degradation(ts)
             self._reset()
             self._active = True
+        if value is not None and event is None and ts == self._prev_value_ts:
+            return []  # a second sample at the same time (a retried delivery, a duplicated row): one sample, not two
         if value is not None:
             if not self._active:  # a sample from a job never started, or after its end: an implicit start
                 self._reset()
