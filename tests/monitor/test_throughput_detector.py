@@ -780,51 +780,50 @@ def test_a_restart_at_the_top_of_the_jobs_level_range_is_not_slow_at_its_bottom(
     assert slowdown.detected_at - drop <= minutes(15)
 
 
+MIX_DAY = [0.996, 0.96, 1.018, 0.98, 0.953, 1.026, 0.954, 1.045, 0.986]  # 3 hours each: a level allowance of ~87.5 %
+RESTART = timedelta(hours=27)
+
+
+def a_day_of_mixes_then_a_restart(
+    rng: random.Random, then: list[tuple[timedelta, float]]
+) -> tuple[JobDetector, Callable[[datetime], float]]:
+    """A job's first day on 32 nodes, its rate stepping through MIX_DAY; `end` 10 minutes before RESTART and
+    `start` at it, the rate then at `then`'s levels (offsets from T0)."""
+    levels = [(3 * i * timedelta(hours=1), level) for i, level in enumerate(MIX_DAY)] + then
+    value = stepping(levels, rng)
+    detector = JobDetector()
+    detector.observe(Sample(T0, None, "start"))
+    assert run(detector, T0, RESTART - minutes(10), value, nodes=32) == []
+    detector.observe(Sample(T0 + RESTART - minutes(10), None, "end"))
+    detector.observe(Sample(T0 + RESTART, None, "start"))
+    return detector, value
+
+
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize(("nodes", "scale"), [(24, 0.75), (None, 0.75), (64, 2.0)], ids=["fewer", "unsaid", "more"])
 def test_a_young_run_on_other_nodes_at_the_top_of_the_jobs_range_is_not_slow_at_its_bottom(
     seed: int, nodes: int | None, scale: float
 ) -> None:
-    """The held-out generator's held-005: a job whose rate moves with its data mix (0.96-1.05 over its first day on
-    32 nodes, a level allowance of about 87.5 % from it) restarts on other nodes while the mix is at 1.05, and 100
-    minutes on the mix steps to 0.905: 86 % of the run's only blocks, a larger swing than the job had shown, yet
-    nothing says where a run on new nodes sits in the job's range. A real drop is still told, young run or not."""
-    rng = random.Random(seed)
-    hours = timedelta(hours=1)
-    cycle = [0.996, 0.96, 1.018, 0.98, 0.953, 1.026, 0.954, 1.045, 0.986]
-    levels = [(3 * i * hours, cycle[i]) for i in range(len(cycle))]  # 27 hours, 3 at each level
-    restart = 27 * hours
-    step = restart + 100 * minutes(1)
-    levels += [(restart, 1.05 * scale), (step, 0.905 * scale), (step + 6 * hours, 0.6 * scale)]
-    value = stepping(levels, rng)
-    detector = JobDetector()
-    detector.observe(Sample(T0, None, "start"))
-    assert run(detector, T0, restart - minutes(10), value, nodes=32) == []
-    detector.observe(Sample(T0 + restart - minutes(10), None, "end"))
-    detector.observe(Sample(T0 + restart, None, "start"))
-    assert run(detector, T0 + restart + minutes(5), step + 6 * hours - restart - minutes(5), value, nodes=nodes) == []
-    [slowdown] = run(detector, T0 + step + 6 * hours, hours, value, nodes=nodes)
-    assert slowdown.kind == "slowdown" and slowdown.detected_at - (T0 + step + 6 * hours) <= minutes(15)
+    """The held-out generator's held-005: a job whose rate moves with its data mix (0.95-1.05 over its first day on
+    32 nodes) restarts on other nodes while the mix is at 1.05, and 100 minutes on the mix steps to 0.905: 86 % of
+    the run's only blocks, a larger swing than the job had shown, yet nothing says where a run on new nodes sits in
+    the job's range. A real drop is still told, young run or not."""
+    step = RESTART + 100 * minutes(1)
+    drop = step + timedelta(hours=6)
+    then = [(RESTART, 1.05 * scale), (step, 0.905 * scale), (drop, 0.6 * scale)]
+    detector, value = a_day_of_mixes_then_a_restart(random.Random(seed), then)
+    assert run(detector, T0 + RESTART + minutes(5), drop - RESTART - minutes(5), value, nodes=nodes) == []
+    [slowdown] = run(detector, T0 + drop, timedelta(hours=1), value, nodes=nodes)
+    assert slowdown.kind == "slowdown" and slowdown.detected_at - (T0 + drop) <= minutes(15)
 
 
 @pytest.mark.parametrize("depth", [0.7, 0.5])
 def test_a_young_run_on_other_nodes_is_still_told_a_slowdown(depth: float) -> None:
     """The widest allowance while a run on new nodes is placed costs a moderate drop a minute or two, not more."""
-    rng = random.Random(7)
-    hours = timedelta(hours=1)
-    cycle = [0.996, 0.96, 1.018, 0.98, 0.953, 1.026, 0.954, 1.045, 0.986]
-    levels = [(3 * i * hours, cycle[i]) for i in range(len(cycle))]
-    restart = 27 * hours
-    drop = restart + 80 * minutes(1)
-    levels += [(restart, 1.5), (drop, 1.5 * depth)]
-    value = stepping(levels, rng)
-    detector = JobDetector()
-    detector.observe(Sample(T0, None, "start"))
-    assert run(detector, T0, restart - minutes(10), value, nodes=32) == []
-    detector.observe(Sample(T0 + restart - minutes(10), None, "end"))
-    detector.observe(Sample(T0 + restart, None, "start"))
-    assert run(detector, T0 + restart + minutes(5), drop - restart - minutes(5), value, nodes=48) == []
-    [slowdown] = run(detector, T0 + drop, hours, value, nodes=48)
+    drop = RESTART + 80 * minutes(1)
+    detector, value = a_day_of_mixes_then_a_restart(random.Random(7), [(RESTART, 1.5), (drop, 1.5 * depth)])
+    assert run(detector, T0 + RESTART + minutes(5), drop - RESTART - minutes(5), value, nodes=48) == []
+    [slowdown] = run(detector, T0 + drop, timedelta(hours=1), value, nodes=48)
     assert slowdown.kind == "slowdown" and slowdown.detected_at - (T0 + drop) <= minutes(12 if depth > 0.6 else 7)
 
 
