@@ -18,6 +18,7 @@ its own count. `train_batch_size` from the config DeepSpeed prints turns samples
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from bot.ingest.training_logs.common import NUMBER, Item, LineReader, LogFormat, Progress, Setting, number, timestamp
 
@@ -38,6 +39,7 @@ class DeepSpeedReader(LineReader):
         self.step: int | None = None  # the last report's: an old timer line belongs to it
         self.timed = False  # the last report has its old timer line already
         self.reports = False  # the log has progress reports (else an old timer line's own count is its step)
+        self.counted: set[int] = set()  # the lines whose old timer line gave its own count as the step
 
     def feed(self, text: str, line: int) -> list[Item]:
         at, zoned = timestamp(text, line)
@@ -53,6 +55,7 @@ class DeepSpeedReader(LineReader):
             step = self.step if not self.timed else None  # a second timer line since the report: step unknown
             if not self.reports:
                 step = int(old.group(1))
+                self.counted.add(line)
             self.timed = True
             return [Progress(line=line, step=step, at=at, zoned=zoned, samples_per_second=rate)]
         if (pipeline := _PIPELINE.search(text)) is not None:
@@ -69,6 +72,16 @@ class DeepSpeedReader(LineReader):
         if (batch := _BATCH.search(text)) is not None:
             return [Setting(line=line, name="samples_per_step", value=float(batch.group(1)))]
         return []
+
+    def finish(self, items: list[Item]) -> list[Item]:
+        """In a log with reports, an old timer line before the first one counted micro steps (with gradient
+        accumulation, 4 x the step): its count is no step, or the first report's would go back, a restart."""
+        if not self.reports or not self.counted:
+            return items
+        return [
+            replace(item, step=None) if isinstance(item, Progress) and item.line in self.counted else item
+            for item in items
+        ]
 
 
 FORMAT = LogFormat(

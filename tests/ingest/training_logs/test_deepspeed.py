@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.ingest.training_logs.support import imported, samples
+from tests.ingest.training_logs.support import events, imported, samples
 
 # https://github.com/deepspeedai/DeepSpeed/issues/1825 (a notebook's output): DeepSpeed 0.5's progress report and its
 # throughput timer (`0/40, SamplesPerSec=`, which names no global step), Jupyter's noise between.
@@ -138,3 +138,20 @@ def test_the_first_timer_line_without_reports_counts_its_own_steps() -> None:
         ("2020-06-08T05:26:19Z", pytest.approx(13.197, abs=1e-3), 2650),
         ("2020-06-08T05:26:34Z", pytest.approx(13.198, abs=1e-3), 2700),
     ]
+
+
+# The shape of CSCS_USERLABDAY's lines (above) with gradient accumulation of 4: DeepSpeed up to 0.7 counts micro steps
+# in its timer line, so a timer line printed before the first report says 40 where the report will say step=10.
+ACCUMULATING = """
+[2022-08-29 06:58:30,100] [INFO] [timer.py:198:stop] 0/40, RunningAvgSamplesPerSec=230.1, CurrSamplesPerSec=228.0, MemAllocated=0.36GB, MaxMemAllocated=15.06GB
+[2022-08-29 06:58:56,121] [INFO] [logging.py:68:log_dist] [Rank 0] step=10, skipped=0, lr=[5e-05], mom=[(0.9, 0.999)]
+[2022-08-29 06:58:56,176] [INFO] [timer.py:198:stop] 0/80, RunningAvgSamplesPerSec=232.7, CurrSamplesPerSec=227.5, MemAllocated=0.36GB, MaxMemAllocated=15.06GB
+[2022-08-29 06:59:18,633] [INFO] [logging.py:68:log_dist] [Rank 0] step=20, skipped=0, lr=[5e-05], mom=[(0.9, 0.999)]
+[2022-08-29 06:59:18,687] [INFO] [timer.py:198:stop] 0/120, RunningAvgSamplesPerSec=230.8, CurrSamplesPerSec=227.4, MemAllocated=0.36GB, MaxMemAllocated=15.06GB
+"""  # noqa: E501
+
+
+def test_a_timer_line_before_the_first_report_is_no_step_and_no_restart() -> None:
+    result = imported(ACCUMULATING, "deepspeed")
+    assert [event for _, event in events(result)] == ["start"]  # one run: the steps never go back
+    assert [step for _, _, step in samples(result)] == [None, 10, 20]
