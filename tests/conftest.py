@@ -56,6 +56,20 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     _share_botocore_loader()
     _share_tls_context()
+    _collect_less_often()
+
+
+def _collect_less_often() -> None:
+    """The suite makes short-lived objects by the million (ORM rows, Hypothesis examples, Block Kit dicts), and
+    CPython runs its youngest-generation collection every 700 net allocations: with a threshold of 100,000, and what
+    pytest and its plugins made frozen out of the collector's way, the suite's CPU is about 5 % less (measured on the
+    scenario and HTTP-fuzz modules, 3 workers: 83-85 s of user CPU against 88-92 s). A test process has memory to
+    spare (about 10 % more at its peak); the product keeps CPython's defaults."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(100_000, 50, 100)
 
 
 def _share_botocore_loader() -> None:
