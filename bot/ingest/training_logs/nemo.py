@@ -66,8 +66,8 @@ class NemoReader(LineReader):
             seconds = rate if bar_rate.group(2) == "s/it" else 1 / rate
         if seconds is None:
             raise LogError(line, "train_step_timing without a number: the step cannot be timed")
-        step = find(_STEP, text, "global_step", line, positive=False)
-        if step is not None and _rounded(_STEP, text) and (count := _BAR_COUNT.search(text)) is not None:
+        step, rounded = _figure(_STEP, text, "global_step", line)
+        if step is not None and rounded and (count := _BAR_COUNT.search(text)) is not None:
             done = int(count.group(1)) - 1
             step = done if _three_digits(done) == step else step
         iteration = _ITERATION.search(text)
@@ -76,9 +76,9 @@ class NemoReader(LineReader):
             step, total = float(iteration.group(1)), int(iteration.group(2))
         begins = _BEGINS.search(text)
         at, zoned = timestamp(text if begins is None else text[: begins.start()], line)
-        consumed = (
-            None if _rounded(_CONSUMED, text) else find(_CONSUMED, text, "consumed_samples", line, positive=False)
-        )
+        consumed, rounded = _figure(_CONSUMED, text, "consumed_samples", line)
+        if rounded:
+            consumed = None
         return [
             Progress(
                 line=line,
@@ -93,10 +93,13 @@ class NemoReader(LineReader):
         ]
 
 
-def _rounded(pattern: re.Pattern[str], text: str) -> bool:
-    """Whether the figure the pattern catches was printed with an exponent (rounded to three digits by the bar)."""
+def _figure(pattern: re.Pattern[str], text: str, what: str, line: int) -> tuple[float | None, bool]:
+    """The figure the pattern catches (None where the line has none), and whether it was printed with an exponent
+    (rounded to three digits by the bar)."""
     match = pattern.search(text)
-    return match is not None and "e" in match.group(1).lower()
+    if match is None:
+        return None, False
+    return number(match.group(1), what, line), "e" in match.group(1).lower()
 
 
 def _three_digits(value: int) -> float:
